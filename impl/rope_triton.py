@@ -1,0 +1,374 @@
+"""Fused Triton rotary embedding for DeepSeek V4.1 attention, forward and backward in one pass each.
+
+A drop-in for the eager ``_apply_rope(values, angles, *, inverse=False)`` of NeMo Automodel's DeepSeek V4.1
+attention: the last ``2 * angles.shape[-1]`` channels of ``values`` (``[batch, sequence, channels]`` or
+``[batch, sequence, heads, channels]``) are rotated as adjacent complex pairs by ``exp(i * angles)`` (its conjugate
+when ``inverse``), the other channels are copied. The eager path streams the tensor through memory several times
+(slice, upcast, complex multiply, downcast, clone, copy); the kernel reads each element once and writes it once.
+
+Numerics follow the eager CUDA path bit for bit:
+
+* The frequencies come from the same ``torch.polar(torch.ones_like(angles), angles)`` call the eager path runs, so
+  cos/sin are PyTorch's own bits. They are computed once per forward and saved for the backward.
+* ``(x0 + i x1) * (c + i s)`` is evaluated as ``r0 = fma(x0, c, -(x1 * s))``, ``r1 = fma(x0, s, x1 * c)``: the
+  contraction nvcc gives ``c10::complex<float>``'s multiply (measured on the H200, torch 2.11.0+cu130: 0 mismatches
+  in millions of products; fusing the second product instead mismatches about a third). The conjugate (inverse, and
+  every backward) only negates ``s``.
+* The float32 result is rounded to the input dtype with round-to-nearest-even, and every NaN the rotation produces
+  is the canonical NaN CUDA emits (0x7FFF for BF16/FP16, 0x7FFFFFFF for FP32). Copied channels keep their bits.
+
+BF16 is widened and narrowed with integer bit operations rather than casts: Triton's interpreter (how this kernel
+runs on a CPU, with ``TRITON_INTERPRET=1``) truncates float32 -> bfloat16 and widens bfloat16 subnormals wrongly,
+and the same source must be exact on both.
+
+Inputs whose angles require grad, dtypes outside BF16/FP16/FP32, float64 angles (the eager product is then computed
+in complex128), non-CUDA inputs (except under the interpreter) and angle shapes the kernel does not index take the
+eager path, :func:`_apply_rope_torch`, so every input the eager path accepts gets the eager path's bits. Inputs the
+eager path rejects raise a ``ValueError``/``TypeError`` that names the shapes, dtypes or devices involved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import torch
+
+try:
+    import triton
+
+    _HAVE_TRITON = True
+except ImportError:  # pragma: no cover - exercised only where triton is absent
+    _HAVE_TRITON = False
+try:
+    import triton.language as tl
+
+    _HAVE_TRITON_LANGUAGE = True
+except ImportError:  # pragma: no cover
+    _HAVE_TRITON_LANGUAGE = False
+
+HAVE_TRITON: bool = bool(_HAVE_TRITON and _HAVE_TRITON_LANGUAGE)
+
+# A program moves about this many elements (BLOCK_R rows x BLOCK_K channels).
+_ELEMENTS_PER_PROGRAM = 4096
+_FUSED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+# Triton reads TRITON_INTERPRET when a kernel is defined; this is the same truth test it applies.
+_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on", "y")
+
+
+if HAVE_TRITON:
+
+    @triton.jit
+    def _to_float32(x):
+        """Widen BF16/FP16/FP32 to float32 exactly (BF16 by shifting its bits into the high half)."""
+        if x.dtype == tl.bfloat16:
+            return (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+        else:
+            return x.to(tl.float32)
+
+    @triton.jit
+    def _from_float32(r, dtype: tl.constexpr):
+        """Round float32 to ``dtype`` (nearest even); any NaN becomes the canonical NaN CUDA emits."""
+        bits = r.to(tl.uint32, bitcast=True)
+        is_nan = (bits & 0x7FFFFFFF) > 0x7F800000
+        if dtype == tl.bfloat16:
+            # Adding 0x7FFF plus the lowest kept bit carries exactly when the dropped half is above a tie, or a
+            # tie with an odd kept half: round-to-nearest-even on the bit pattern, overflow to inf included.
+            rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16
+            return tl.where(is_nan, 0x7FFF, rounded).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+        elif dtype == tl.float16:
+            rounded = r.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32)
+            return tl.where(is_nan, 0x7FFF, rounded).to(tl.uint16).to(tl.float16, bitcast=True)
+        else:
+            return tl.where(is_nan, 0x7FFFFFFF, bits).to(tl.uint32).to(tl.float32, bitcast=True)
+
+    @triton.jit
+    def _rope_kernel(
+        # Pointers: values [batch, sequence, heads, channels] (channels contiguous), frequencies as float32
+        # (cos, sin) pairs [sequence, pairs, 2], output contiguous like values.
+        values_ptr,
+        frequencies_ptr,
+        output_ptr,
+        # Sizes. rows = batch * sequence * heads; the rotary block is channels [pair_offset, channels).
+        rows,
+        sequence,
+        heads,
+        channels,
+        pairs,
+        pair_offset,
+        # Strides of values, in elements.
+        stride_batch,
+        stride_sequence,
+        stride_head,
+        # Meta-parameters: NEGATE_SIN selects the conjugate; a program covers BLOCK_R rows x BLOCK_K channels.
+        NEGATE_SIN: tl.constexpr,
+        BLOCK_R: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+    ):
+        # 64-bit row offsets: rows * channels exceeds 2**31 for the large tensors of long sequences.
+        row = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+        head = row % heads
+        position = (row // heads) % sequence
+        batch = row // heads // sequence
+        source = values_ptr + (batch * stride_batch + position * stride_sequence + head * stride_head)[:, None]
+        target = output_ptr + (row * channels)[:, None]
+        # Channel tiles [0, copy_tiles) cover the copied channels, the rest cover the rotary block from its start,
+        # so a rotary tile always begins on a whole pair.
+        copy_tiles = tl.cdiv(pair_offset, BLOCK_K)
+        tile = tl.program_id(1)
+        if tile < copy_tiles:
+            channel = tile * BLOCK_K + tl.arange(0, BLOCK_K)
+            mask = (row < rows)[:, None] & (channel < pair_offset)[None, :]
+            # A plain load and store: every bit, NaN payloads included, is copied.
+            tl.store(target + channel[None, :], tl.load(source + channel[None, :], mask=mask), mask=mask)
+        else:
+            local = (tile - copy_tiles) * BLOCK_K + tl.arange(0, BLOCK_K)
+            channel = pair_offset + local
+            mask = (row < rows)[:, None] & (local < 2 * pairs)[None, :]
+            x = _to_float32(tl.load(source + channel[None, :], mask=mask, other=0.0))
+            x0, x1 = tl.split(tl.reshape(x, (BLOCK_R, BLOCK_K // 2, 2)))
+            frequency = frequencies_ptr + (position * (2 * pairs))[:, None] + local[None, :]
+            cos, sin = tl.split(tl.reshape(tl.load(frequency, mask=mask, other=0.0), (BLOCK_R, BLOCK_K // 2, 2)))
+            if NEGATE_SIN:
+                sin = -sin
+            # c10::complex<float> multiply as nvcc contracts it on the H200: the first product of each part is
+            # fused. Spelled out so the bits do not depend on Triton's fp-fusion default.
+            real = tl.fma(x0, cos, -(x1 * sin))
+            imag = tl.fma(x0, sin, x1 * cos)
+            rotated = tl.reshape(tl.join(real, imag), (BLOCK_R, BLOCK_K))
+            tl.store(target + channel[None, :], _from_float32(rotated, output_ptr.dtype.element_ty), mask=mask)
+
+
+@dataclasses.dataclass(frozen=True)
+class _LaunchConfig:
+    """Tile shape and warps of one launch of :func:`_rope_kernel`."""
+
+    block_rows: int
+    block_channels: int
+    num_warps: int
+
+
+def _launch_config(rows: int, channels: int, pairs: int, element_size: int) -> _LaunchConfig:
+    """Choose the tile for a tensor of ``rows`` x ``channels`` with ``pairs`` rotary pairs.
+
+    The channel tile is the rotary block's width rounded up to a power of two, at least 64 so that copy tiles are
+    whole 128-byte lines for BF16, at most 1024; rows fill the tile up to ``_ELEMENTS_PER_PROGRAM`` elements.
+    """
+    del channels, element_size  # kept in the signature for the launch-heuristic sweep (benchmarks/sweep.py)
+    block_channels = min(max(triton.next_power_of_2(2 * pairs), 64), 1024)
+    block_rows = max(1, min(_ELEMENTS_PER_PROGRAM // block_channels, triton.next_power_of_2(max(rows, 1))))
+    return _LaunchConfig(block_rows=block_rows, block_channels=block_channels, num_warps=4)
+
+
+def _frequency_table(frequencies: torch.Tensor, batch: int, sequence: int) -> torch.Tensor:
+    """Float32 (cos, sin) pairs ``[batch or 1, sequence, pairs, 2]``, contiguous, from complex ``[b, s, pairs]``."""
+    table = torch.view_as_real(frequencies)
+    if table.shape[1] != sequence:  # angles broadcast over the sequence: small, so materialize it
+        table = table.expand(table.shape[0], sequence, *table.shape[2:])
+    return table.contiguous()
+
+
+def _launch(values: torch.Tensor, frequencies: torch.Tensor, negate_sin: bool) -> torch.Tensor:
+    """Rotate the last ``2 * pairs`` channels of ``values`` by ``frequencies`` in one pass.
+
+    Args:
+        values: ``[batch, sequence, channels]`` or ``[batch, sequence, heads, channels]``, BF16/FP16/FP32, any
+            batch/sequence/head strides (a transposed ``[B, H, S, D] -> [B, S, H, D]`` view is read in place).
+        frequencies: complex64 ``[batch or 1, sequence or 1, pairs]``, the ``torch.polar`` output.
+        negate_sin: rotate by the conjugate (inverse forward, and every backward).
+
+    Returns:
+        A new contiguous tensor shaped and typed like ``values``.
+    """
+    if values.stride(-1) != 1:  # the kernel reads channels contiguously; a channel-strided view is copied first
+        values = values.contiguous()
+    output = torch.empty(values.shape, dtype=values.dtype, device=values.device)
+    if output.numel() == 0:
+        return output
+    table = _frequency_table(frequencies, values.shape[0], values.shape[1])
+    if table.shape[0] > 1 and not _batches_fold(values):
+        for index in range(values.shape[0]):  # per-batch frequencies in a layout that cannot fold: launch per batch
+            _rotate_into(output[index : index + 1], values[index : index + 1], table[index : index + 1], negate_sin)
+    else:
+        _rotate_into(output, values, table, negate_sin)
+    return output
+
+
+def _batches_fold(values: torch.Tensor) -> bool:
+    """Whether batch and sequence of ``values`` can be read as one dimension of ``batch * sequence`` positions."""
+    return values.shape[1] == 1 or values.stride(0) == values.shape[1] * values.stride(1)
+
+
+def _rotate_into(output: torch.Tensor, values: torch.Tensor, table: torch.Tensor, negate_sin: bool) -> None:
+    """One kernel launch writing ``output``; ``table`` is ``[1 or batch, sequence, pairs, 2]`` contiguous float32.
+
+    The kernel indexes the table by position alone (broadcast over batch). Per-batch tables are handled by reading
+    batch and sequence as one dimension, which the caller guarantees with :func:`_batches_fold`.
+    """
+    four_d = values.dim() == 4
+    batch, sequence = values.shape[0], values.shape[1]
+    heads = values.shape[2] if four_d else 1
+    channels, pairs = values.shape[-1], table.shape[-2]
+    stride_batch, stride_sequence = values.stride(0), values.stride(1)
+    stride_head = values.stride(2) if four_d else 0
+    if table.shape[0] > 1:
+        stride_sequence = stride_sequence if sequence > 1 else stride_batch
+        batch, sequence = 1, batch * sequence
+    rows = batch * sequence * heads
+    config = _launch_config(rows, channels, pairs, values.element_size())
+    grid = (
+        triton.cdiv(rows, config.block_rows),
+        triton.cdiv(channels - 2 * pairs, config.block_channels) + triton.cdiv(2 * pairs, config.block_channels),
+    )
+    _rope_kernel[grid](
+        values,
+        table,
+        output,
+        rows,
+        sequence,
+        heads,
+        channels,
+        pairs,
+        channels - 2 * pairs,
+        stride_batch,
+        stride_sequence,
+        stride_head,
+        NEGATE_SIN=negate_sin,
+        BLOCK_R=config.block_rows,
+        BLOCK_K=config.block_channels,
+        num_warps=config.num_warps,
+    )
+
+
+class _FusedRope(torch.autograd.Function):
+    """Autograd wrapper: the backward is the same one-pass rotation by the conjugate, itself differentiable."""
+
+    @staticmethod
+    def forward(ctx: object, values: torch.Tensor, frequencies: torch.Tensor, inverse: bool) -> torch.Tensor:
+        """Rotate ``values`` by ``frequencies`` (conjugated when ``inverse``); see :func:`_launch`."""
+        ctx.save_for_backward(frequencies)
+        ctx.inverse = inverse
+        return _launch(values, frequencies, negate_sin=inverse)
+
+    @staticmethod
+    def backward(ctx: object, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
+        """The rotation is orthogonal, so its gradient is the rotation by the conjugate."""
+        (frequencies,) = ctx.saved_tensors
+        if not ctx.needs_input_grad[0]:
+            return None, None, None
+        # Through apply (not _launch) so that the backward is recorded under create_graph and can be
+        # differentiated again: it is linear in grad_output, and its own gradient is the forward rotation.
+        return _FusedRope.apply(grad_output, frequencies, not ctx.inverse), None, None
+
+
+def _apply_rope_torch(values: torch.Tensor, angles: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+    """The eager reference: Automodel's ``_apply_rope``, step for step.
+
+    Args:
+        values: ``[batch, sequence, channels]`` or ``[batch, sequence, heads, channels]``.
+        angles: ``[batch or 1, sequence, pairs]``, broadcastable against the rotary block's pairs.
+        inverse: rotate by the conjugate.
+
+    Returns:
+        A new contiguous tensor: ``values`` with its last ``2 * pairs`` channels rotated.
+    """
+    pairs = angles.shape[-1]
+    rotary = values[..., -2 * pairs :]
+    complex_pairs = torch.view_as_complex(rotary.float().reshape(*rotary.shape[:-1], pairs, 2))
+    frequencies = torch.polar(torch.ones_like(angles), angles)
+    if values.dim() == 4:
+        frequencies = frequencies.unsqueeze(2)
+    if inverse:
+        frequencies = frequencies.conj()
+    rotated = torch.view_as_real(complex_pairs * frequencies).flatten(-2).to(values.dtype)
+    output = values.clone(memory_format=torch.contiguous_format)
+    output[..., -2 * pairs :] = rotated
+    return output
+
+
+def _describe(tensor: torch.Tensor) -> str:
+    return f"{tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')} on {tensor.device}"
+
+
+def _check_inputs(values: object, angles: object, inverse: object) -> None:
+    """Raise a clear error for every input the eager path rejects (or accepts only by accident of slicing)."""
+    if not isinstance(values, torch.Tensor) or not isinstance(angles, torch.Tensor):
+        raise TypeError(f"values and angles must be tensors, got {type(values).__name__} and {type(angles).__name__}")
+    if not isinstance(inverse, bool):
+        raise TypeError(f"inverse must be a bool, got {type(inverse).__name__}")
+    if values.dim() not in (3, 4):
+        raise ValueError(
+            f"values must be [batch, sequence, channels] or [batch, sequence, heads, channels], got {_describe(values)}"
+        )
+    if not values.is_floating_point():
+        raise TypeError(f"values must be a floating-point tensor, got {_describe(values)}")
+    if angles.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"angles must be float32 or float64 (torch.polar's dtypes), got {_describe(angles)}")
+    if values.device != angles.device:
+        raise ValueError(f"values and angles must be on one device, got {_describe(values)} and {_describe(angles)}")
+    if angles.dim() == 0:
+        raise ValueError(f"angles must have a last dimension of rotary pairs, got {_describe(angles)}")
+    pairs, channels = angles.shape[-1], values.shape[-1]
+    if pairs == 0 or 2 * pairs > channels:
+        raise ValueError(
+            f"angles' last dimension is the number of rotary pairs and must satisfy 1 <= 2 * pairs <= channels; "
+            f"got pairs={pairs} for values {_describe(values)}, angles {_describe(angles)}"
+        )
+    rotary_shape = (*values.shape[:-1], pairs)
+    frequency_shape = list(angles.shape)
+    if values.dim() == 4:
+        if angles.dim() < 2:
+            raise ValueError(
+                f"angles for 4-D values must be [batch, sequence, pairs], got {_describe(angles)} "
+                f"for values {_describe(values)}"
+            )
+        frequency_shape.insert(2, 1)  # the eager path unsqueezes the heads dimension
+    try:
+        broadcast = torch.broadcast_shapes(tuple(frequency_shape), rotary_shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != rotary_shape:
+        raise ValueError(
+            f"angles {_describe(angles)} do not broadcast to the rotary pairs {rotary_shape} of values "
+            f"{_describe(values)}: expected angles [batch or 1, sequence or 1, {pairs}]"
+        )
+
+
+def _uses_fused_kernel(values: torch.Tensor, angles: torch.Tensor) -> bool:
+    """Whether :func:`apply_rope_triton` runs the kernel for these (valid) inputs rather than the eager path."""
+    on_kernel_device = values.is_cuda or (_INTERPRETED and values.device.type == "cpu")
+    indexable_angles = angles.dim() == 3 or (values.dim() == 3 and angles.dim() in (1, 2))
+    return (
+        HAVE_TRITON
+        and on_kernel_device
+        and values.dtype in _FUSED_DTYPES
+        and angles.dtype == torch.float32
+        and not (angles.requires_grad and torch.is_grad_enabled())
+        and indexable_angles
+    )
+
+
+def apply_rope_triton(values: torch.Tensor, angles: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+    """Rotary embedding of the last ``2 * angles.shape[-1]`` channels, bit-identical to the eager path.
+
+    Args:
+        values: ``[batch, sequence, channels]`` or ``[batch, sequence, heads, channels]``; any batch, sequence and
+            head strides.
+        angles: ``[batch or 1, sequence or 1, pairs]`` (for 3-D values also ``[sequence, pairs]`` or ``[pairs]``).
+        inverse: rotate by ``exp(-i * angles)``.
+
+    Returns:
+        A new contiguous tensor: ``values`` with its last ``2 * pairs`` channels rotated as adjacent complex pairs.
+
+    Raises:
+        TypeError: non-tensor inputs, a non-bool ``inverse``, non-floating values, or angles not float32/float64.
+        ValueError: wrong ranks, ``pairs == 0`` or ``2 * pairs > channels``, angles that do not broadcast to the
+            rotary pairs without enlarging ``values``, or inputs on different devices.
+    """
+    _check_inputs(values, angles, inverse)
+    if not _uses_fused_kernel(values, angles):
+        return _apply_rope_torch(values, angles, inverse)
+    angles = angles.reshape((1,) * (3 - angles.dim()) + tuple(angles.shape))
+    frequencies = torch.polar(torch.ones_like(angles), angles)
+    return _FusedRope.apply(values, frequencies, inverse)

@@ -84,6 +84,11 @@ if HAVE_TRITON:
             return tl.where(is_nan, 0x7FFFFFFF, bits).to(tl.uint32).to(tl.float32, bitcast=True)
 
     @triton.jit
+    def _negate(x):
+        """-x by flipping the sign bit: Triton 3.6 lowers unary minus to 0 - x, which turns -(+0) into +0."""
+        return (x.to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.float32, bitcast=True)
+
+    @triton.jit
     def _rope_kernel(
         # Pointers: values [batch, sequence, heads, channels] (channels contiguous), frequencies as float32
         # (cos, sin) pairs [sequence, pairs, 2], output contiguous like values.
@@ -131,10 +136,10 @@ if HAVE_TRITON:
             frequency = frequencies_ptr + (position * (2 * pairs))[:, None] + local[None, :]
             cos, sin = tl.split(tl.reshape(tl.load(frequency, mask=mask, other=0.0), (BLOCK_R, BLOCK_K // 2, 2)))
             if NEGATE_SIN:
-                sin = -sin
+                sin = _negate(sin)
             # c10::complex<float> multiply as nvcc contracts it on the H200: the first product of each part is
             # fused. Spelled out so the bits do not depend on Triton's fp-fusion default.
-            real = tl.fma(x0, cos, -(x1 * sin))
+            real = tl.fma(x0, cos, _negate(x1 * sin))
             imag = tl.fma(x0, sin, x1 * cos)
             rotated = tl.reshape(tl.join(real, imag), (BLOCK_R, BLOCK_K))
             tl.store(target + channel[None, :], _from_float32(rotated, output_ptr.dtype.element_ty), mask=mask)

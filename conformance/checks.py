@@ -1,0 +1,245 @@
+"""The checks behind the conformance suites, shared with the gating-power test that mutates the kernel.
+
+Each check runs one case through a kernel module (``impl.rope_triton`` or a mutated copy of it), compares bits
+against a reference, records the comparison in the ulp-drift report when given the ``ulp_drift`` fixture, and raises
+``AssertionError`` with an LLVM-libc-style message (coordinates, input bits, result bits, expected bits) on failure.
+
+Difference policy. A real mismatch (any bit difference that is not only the sign of a zero or a NaN payload) always
+fails. NaN-payload and signed-zero differences are counted apart and fail too, except where a comparison declares
+them allowed: only the comparison with the eager *backward*, whose autograd adds zero-filled partial gradients, so
+that ``-0 + 0 = +0`` and NaN payloads become the canonical NaN. The report shows the allowed counts.
+
+On a GPU the oracle and the float64 truth run on the CPU over a sample of positions (the first and last 32) of the
+full-size tensors; the eager comparison covers every element. Under the interpreter every position is checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+
+import torch
+
+from conformance import backend
+from conformance.cases import INTEGER_VIEW, Case, make_angles, make_values
+from oracle import eager as oracle_eager
+from oracle import reference, ulp
+
+SAMPLED_POSITIONS = 32
+# Norm-wise error bound vs the float64 truth, in ulps of the pair magnitude in the output dtype. Derivation
+# (docs/conformance.md): the final rounding costs at most 0.5 ulp; everything before it happens in float32 with
+# cos/sin from torch.polar (<= 2 float32 ulps each on CUDA and glibc), one rounded product and one fma, at most
+# 5 * 2**-24 * |pair| together. That is <= 0.004 ulp of BF16/FP16, and <= 4.5 float32 ulps.
+NORMWISE_BOUND = {"bf16": 0.504, "fp16": 0.504, "fp32": 5.0}
+
+
+@dataclasses.dataclass
+class ForwardRun:
+    """One forward call of the kernel module on a case's inputs."""
+
+    values: torch.Tensor
+    angles: torch.Tensor
+    output: torch.Tensor
+
+
+def run_forward(case: Case, device: torch.device, rope: types.ModuleType) -> ForwardRun:
+    """Call ``rope.apply_rope_triton`` on the case's inputs and check that the inputs were left untouched."""
+    values = make_values(case, device)
+    angles = make_angles(case, device)
+    values_before, angles_before = values.clone(), angles.clone()
+    output = rope.apply_rope_triton(values, angles, case.inverse)
+    assert _same_bits(values, values_before) and _same_bits(angles, angles_before), f"{case.id}: inputs were written"
+    return ForwardRun(values, angles, output)
+
+
+def frequencies_of(angles: torch.Tensor) -> torch.Tensor:
+    """The frequencies exactly as the eager path and the kernel compute them, on the angles' device."""
+    return torch.polar(torch.ones_like(angles), angles)
+
+
+def positions(sequence: int, device: torch.device) -> torch.Tensor | None:
+    """Positions checked against the CPU references: all under the interpreter, first and last 32 on a GPU."""
+    if device.type == "cpu" or sequence <= 2 * SAMPLED_POSITIONS:
+        return None
+    return torch.cat([torch.arange(SAMPLED_POSITIONS), torch.arange(sequence - SAMPLED_POSITIONS, sequence)])
+
+
+def on_cpu(tensor: torch.Tensor, chosen: torch.Tensor | None) -> torch.Tensor:
+    """``tensor`` restricted to the chosen positions (dimension 1, unless broadcast there), on the CPU."""
+    if chosen is not None and tensor.shape[1] > 1:
+        tensor = tensor.index_select(1, chosen.to(tensor.device))
+    return tensor.detach().cpu()
+
+
+def record(ulp_drift, comparison: str, case: Case, device: torch.device, diffs: ulp.BitDifferences, **extra) -> None:
+    """Add one comparison to the ulp-drift report (no-op without the fixture, as in the gating-power test)."""
+    if ulp_drift is None:
+        return
+    ulp_drift.record(
+        comparison=comparison,
+        dtype=case.dtype_name,
+        backend=backend.name(),
+        device=str(device),
+        elements=diffs.elements,
+        mismatches=diffs.mismatches,
+        nan_bit_differences=diffs.nan_bit_differences,
+        signed_zero_differences=diffs.signed_zero_differences,
+        max_distance=min(diffs.max_distance, 2**62),
+        **extra,
+    )
+
+
+def assert_bits(
+    ulp_drift,
+    comparison: str,
+    case: Case,
+    device: torch.device,
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    *,
+    values: torch.Tensor | None = None,
+    allow: tuple[str, ...] = (),
+) -> ulp.BitDifferences:
+    """Compare bits, record, and fail on a real mismatch or on a NaN-bit/signed-zero difference not in ``allow``."""
+    actual, expected = actual.detach().cpu().contiguous(), expected.detach().cpu().contiguous()
+    diffs = ulp.compare_bits(actual, expected)
+    detail = describe_mismatch(diffs.first_mismatch_index, actual, expected, values) if diffs.mismatches else ""
+    record(ulp_drift, comparison, case, device, diffs, allowed=",".join(allow), detail=detail)
+    problems = []
+    if diffs.mismatches:
+        problems.append(f"{diffs.mismatches} bit mismatches (max {diffs.max_distance} ulp); first: {detail}")
+    if diffs.nan_bit_differences and "nan-bits" not in allow:
+        problems.append(f"{diffs.nan_bit_differences} NaN bit-pattern differences")
+    if diffs.signed_zero_differences and "signed-zero" not in allow:
+        problems.append(f"{diffs.signed_zero_differences} signed-zero differences")
+    assert not problems, f"{case.id} {comparison}: " + "; ".join(problems) + f" of {diffs.elements} elements"
+    return diffs
+
+
+def describe_mismatch(
+    index: int | None, actual: torch.Tensor, expected: torch.Tensor, values: torch.Tensor | None
+) -> str:
+    """Where the first mismatch is and the bits involved: input pair, result, expected."""
+    if index is None:
+        return ""
+    coordinates = tuple(int(i) for i in torch.unravel_index(torch.tensor(index), actual.shape))
+    text = f"at {coordinates}: result {_hex(actual, coordinates)} expected {_hex(expected, coordinates)}"
+    if values is not None:
+        pair_start = coordinates[-1] - ((coordinates[-1] - actual.shape[-1]) % 2)
+        pair = [coordinates[:-1] + (channel,) for channel in (pair_start, pair_start + 1) if channel < values.shape[-1]]
+        text += " input " + ",".join(_hex(values, c) for c in pair)
+    return text
+
+
+def _hex(tensor: torch.Tensor, coordinates: tuple[int, ...]) -> str:
+    element = tensor.detach().cpu()[coordinates]
+    width = 4 if tensor.element_size() == 2 else 8
+    bits = int(element.reshape(1).view(INTEGER_VIEW[tensor.dtype]).item()) & ((1 << (4 * width)) - 1)
+    return f"0x{bits:0{width}X}({float(element):.9g})"
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    integer = INTEGER_VIEW.get(a.dtype)
+    if integer is None:
+        return torch.equal(a, b)
+    return torch.equal(a.contiguous().view(integer), b.contiguous().view(integer))
+
+
+def forward_matches_oracle(case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None) -> None:
+    """The fused forward equals the oracle's reproduction of CUDA eager, fed the device's own frequencies."""
+    run = run_forward(case, device, rope)
+    chosen = positions(run.values.shape[1], device)
+    values = on_cpu(run.values, chosen)
+    expected = oracle_eager.apply_rope(values, on_cpu(frequencies_of(run.angles), chosen), inverse=case.inverse)
+    assert_bits(ulp_drift, "fused-vs-oracle", case, device, on_cpu(run.output, chosen), expected, values=values)
+
+
+def forward_matches_eager(case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None) -> None:
+    """The fused forward equals PyTorch's eager path on the same device, every element."""
+    run = run_forward(case, device, rope)
+    expected = rope._apply_rope_torch(run.values, run.angles, case.inverse)
+    assert_bits(ulp_drift, "fused-vs-eager", case, device, run.output, expected, values=run.values)
+
+
+def copied_channels_are_copies(case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None) -> None:
+    """Channels before the rotary block are bit copies, NaN payloads and signalling NaNs included."""
+    values = make_values(case, device)
+    channels, pairs = values.shape[-1], case.shape.pairs
+    generator = torch.Generator(device=device).manual_seed(case.seed + 3)
+    integer = INTEGER_VIEW[case.dtype]
+    limit = 2 ** (8 * values.element_size() - 1)
+    random_bits = torch.randint(-limit, limit, values.shape, generator=generator, device=device, dtype=torch.int64)
+    values.view(integer)[..., : channels - 2 * pairs] = random_bits[..., : channels - 2 * pairs].to(integer)
+    output = rope.apply_rope_triton(values, make_angles(case, device), case.inverse)
+    assert_bits(
+        ulp_drift,
+        "copied-vs-input",
+        case,
+        device,
+        output[..., : channels - 2 * pairs],
+        values[..., : channels - 2 * pairs],
+    )
+
+
+def gradient_is_conjugate_rotation(case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None) -> None:
+    """The autograd gradient for upstream g is the fused op on g with the opposite ``inverse``, bit for bit; it
+    equals the oracle backward (and the eager backward on a GPU) up to the documented zero/NaN normalization of
+    autograd's accumulation; and it does not depend on the values."""
+    values = make_values(case, device)
+    angles = make_angles(case, device)
+    grad_output = make_values(case, device, salt=1)
+    leaf = values.detach().requires_grad_(True)
+    (gradient,) = torch.autograd.grad(rope.apply_rope_triton(leaf, angles, case.inverse), leaf, grad_output)
+    rotated_back = rope.apply_rope_triton(grad_output, angles, not case.inverse)
+    assert_bits(ulp_drift, "backward-vs-conjugate", case, device, gradient, rotated_back, values=grad_output)
+
+    other_leaf = make_values(case, device, salt=2).detach().requires_grad_(True)
+    (other,) = torch.autograd.grad(rope.apply_rope_triton(other_leaf, angles, case.inverse), other_leaf, grad_output)
+    assert_bits(ulp_drift, "backward-independent-of-values", case, device, other, gradient)
+
+    chosen = positions(values.shape[1], device)
+    upstream = on_cpu(grad_output, chosen)
+    expected = oracle_eager.apply_rope_backward(upstream, on_cpu(frequencies_of(angles), chosen), inverse=case.inverse)
+    allow = ("signed-zero", "nan-bits")
+    assert_bits(
+        ulp_drift, "backward-vs-oracle", case, device, on_cpu(gradient, chosen), expected, values=upstream, allow=allow
+    )
+    if device.type == "cuda":
+        eager_leaf = values.detach().requires_grad_(True)
+        (eager,) = torch.autograd.grad(
+            rope._apply_rope_torch(eager_leaf, angles, case.inverse), eager_leaf, grad_output
+        )
+        assert_bits(ulp_drift, "backward-vs-eager", case, device, gradient, eager, values=grad_output, allow=allow)
+
+
+def error_within_bound(case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None) -> None:
+    """Error against the float64 truth: norm-wise within ``NORMWISE_BOUND``; elementwise reported, not bounded
+    (it is unbounded near cancellation, when a rotated value is close to 0 while its pair is not)."""
+    run = run_forward(case, device, rope)
+    chosen = positions(run.values.shape[1], device)
+    pairs = case.shape.pairs
+    truth = reference.apply_rope(on_cpu(run.values, chosen), on_cpu(run.angles, chosen), inverse=case.inverse)
+    rotated, rotated_truth = on_cpu(run.output, chosen)[..., -2 * pairs :], truth[..., -2 * pairs :]
+    elementwise = ulp.summarize(ulp.error(rotated, rotated_truth))
+    normwise_errors = ulp.normwise_error(rotated, rotated_truth)
+    normwise = ulp.summarize(normwise_errors)
+    bound = NORMWISE_BOUND[case.dtype_name]
+    if ulp_drift is not None:
+        ulp_drift.record(
+            comparison="fused-vs-truth",
+            dtype=case.dtype_name,
+            backend=backend.name(),
+            device=str(device),
+            elements=rotated.numel(),
+            mismatches=0,
+            elementwise=elementwise,
+            normwise=normwise,
+            detail=f"norm-wise bound {bound} ulp",
+        )
+    if normwise["max"] > bound:
+        worst = int(torch.as_tensor(normwise_errors).reshape(-1).argmax())
+        coordinates = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), rotated.shape))
+        raise AssertionError(
+            f"{case.id}: norm-wise error {normwise['max']:.4g} ulp > bound {bound} at {coordinates}: result "
+            f"{_hex(rotated, coordinates)} truth {float(rotated_truth[coordinates]):.17g}"
+        )

@@ -1,0 +1,409 @@
+"""pytest glue for the ulp-drift report: options, the `ulp_drift` fixture, xdist merging and the baseline gate.
+
+Registered from the root conftest with `pytest_plugins = ["conformance.plugin"]`. Tests call
+`ulp_drift.record(...)` with the numbers `oracle.ulp` computed; the run ends with a summary table, and optionally a
+report directory (`--ulp-report`), a baseline gate (`--ulp-baseline`) and a new baseline (`--ulp-save-baseline`).
+Under pytest-xdist each worker hands its records to the controller through `config.workeroutput`, as pytest-cov does,
+so a distributed run reports exactly what a serial one does. Data model, comparison and rendering live in
+`conformance.report`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import shlex
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.report import (
+    BaselineComparison,
+    CaseRecord,
+    Report,
+    ReportError,
+    append_step_summary,
+    compare_to_baseline,
+    merge_edges,
+    merge_reports,
+    plain,
+    render_markdown,
+    render_terminal,
+    run_metadata,
+    verdict_status,
+    write_report,
+)
+
+# Key of this plugin's data in an xdist worker's `workeroutput`.
+WORKEROUTPUT_KEY = "dsv41_ulp_drift"
+
+_SESSION = pytest.StashKey["UlpDriftSession"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Adds the --ulp-* options."""
+    group = parser.getgroup("ulp-drift", "ulp-drift report (dsv41-rope conformance)")
+    group.addoption(
+        "--ulp-report",
+        metavar="DIR",
+        help="write DIR/ulp-drift.json, DIR/ulp-drift.md and (with matplotlib) DIR/ulp-drift.png",
+    )
+    group.addoption(
+        "--ulp-baseline",
+        metavar="FILE",
+        help="fail the session when any case is worse than in this accepted ulp-drift.json",
+    )
+    group.addoption(
+        "--ulp-baseline-strict",
+        action="store_true",
+        help="with --ulp-baseline, also fail when baseline cases are missing from this run",
+    )
+    group.addoption(
+        "--ulp-save-baseline",
+        metavar="FILE",
+        help="write this run as a baseline (an ulp-drift.json) to FILE",
+    )
+    group.addoption(
+        "--ulp-tolerance",
+        metavar="ULPS",
+        type=float,
+        default=0.0,
+        help="absolute slack on max ulp errors and bit distances against the baseline (default 0)",
+    )
+    group.addoption(
+        "--ulp-fraction-tolerance",
+        metavar="FRACTION",
+        type=float,
+        default=0.0,
+        help="absolute slack on correctly-rounded fractions against the baseline (default 0)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Creates the per-run session object and registers it for the run's hooks."""
+    session = UlpDriftSession(config)
+    config.stash[_SESSION] = session
+    config.pluginmanager.register(session, "ulp-drift-session")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Unregisters the session object (pytester runs many configs in one process)."""
+    session = config.stash.get(_SESSION, None)
+    if session is not None:
+        config.pluginmanager.unregister(session)
+        del config.stash[_SESSION]
+
+
+@pytest.fixture
+def ulp_drift(request: pytest.FixtureRequest) -> UlpDriftRecorder:
+    """Records the ulp-drift of the comparisons the test makes; see `UlpDriftRecorder.record`."""
+    return UlpDriftRecorder(request.config.stash[_SESSION], request.node)
+
+
+class UlpDriftRecorder:
+    """The `ulp_drift` fixture: records one comparison of one test per `record` call."""
+
+    def __init__(self, session: UlpDriftSession, item: pytest.Item) -> None:
+        self._session = session
+        self._item = item
+
+    def record(
+        self,
+        *,
+        comparison: str,
+        dtype: str,
+        backend: str,
+        device: str,
+        elements: int,
+        mismatches: int,
+        nan_bit_differences: int = 0,
+        signed_zero_differences: int = 0,
+        max_distance: int = 0,
+        elementwise: Mapping[str, Any] | None = None,
+        normwise: Mapping[str, Any] | None = None,
+        allowed: str = "",
+        detail: str = "",
+    ) -> None:
+        """Records one comparison of this test; the report keys it `<nodeid>::<comparison>`.
+
+        Args:
+            comparison: what was compared with what, e.g. "fused-vs-eager", "fused-vs-truth", "backward-vs-eager".
+            dtype: the tensor dtype, e.g. "bfloat16" (a torch.dtype is accepted and written without `torch.`).
+            backend: how the kernel ran, e.g. "cuda" or "interpreter" (`conformance.backend.name()`).
+            device: where it ran, e.g. "cuda:0" or "cpu" (a torch.device is accepted).
+            elements: elements compared.
+            mismatches: elements whose bits differ (`BitDifferences.mismatches`).
+            nan_bit_differences: NaNs whose payload or sign bits differ, counted apart.
+            signed_zero_differences: +0 against -0, counted apart.
+            max_distance: largest distance between the bit patterns, in ulps.
+            elementwise: `oracle.ulp.summarize` of elementwise ulp errors against the float64 truth, if any.
+            normwise: `oracle.ulp.summarize` of norm-wise ulp errors, if any.
+            allowed: comma-separated difference kinds this comparison tolerates ("mismatch", "nan-bits",
+                "signed-zero"), so the report shows them as allowed instead of hiding them.
+            detail: free text shown next to the case in the report.
+
+        Raises:
+            ValueError: on a comparison already recorded by this test, or on negative or impossible counts.
+            TypeError: on a count that is not an integer or a summary that is not a dict.
+        """
+        if not comparison or not isinstance(comparison, str):
+            raise ValueError(f"comparison must be a non-empty label, got {comparison!r}")
+        counts = {
+            "elements": elements,
+            "mismatches": mismatches,
+            "nan_bit_differences": nan_bit_differences,
+            "signed_zero_differences": signed_zero_differences,
+            "max_distance": max_distance,
+        }
+        counts = {name: _count(name, value) for name, value in counts.items()}
+        for name in ("mismatches", "nan_bit_differences", "signed_zero_differences"):
+            if counts[name] > counts["elements"]:
+                raise ValueError(f"{name}={counts[name]} exceeds elements={counts['elements']} for {comparison!r}")
+        callspec = getattr(self._item, "callspec", None)
+        record = CaseRecord(
+            nodeid=self._item.nodeid,
+            comparison=comparison,
+            case_id=callspec.id if callspec is not None else "",
+            outcome="unknown",
+            dtype=str(dtype).removeprefix("torch."),
+            backend=str(backend),
+            device=str(device),
+            **counts,
+            elementwise=self._session.take_summary(elementwise),
+            normwise=self._session.take_summary(normwise),
+            allowed=str(allowed),
+            detail=str(detail),
+        )
+        self._session.add(record)
+        # junit XML readers see the count too, without parsing the ulp-drift report.
+        self._item.user_properties.append((f"ulp_mismatches[{comparison}]", counts["mismatches"]))
+
+
+def _count(name: str, value: Any) -> int:
+    try:
+        count = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if count < 0:
+        raise ValueError(f"{name} must not be negative, got {count}")
+    return count
+
+
+def _phase_outcome(report: pytest.TestReport) -> str | None:
+    if report.failed:
+        return "failed"
+    if hasattr(report, "wasxfail"):
+        return "xfailed" if report.skipped else "xpassed"
+    if report.skipped:
+        return "skipped"
+    return "passed" if report.when == "call" else None
+
+
+class UlpDriftSession:
+    """The ulp-drift state of one pytest run (one per process: the controller, a worker, or a serial run)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.is_worker = hasattr(config, "workerinput")
+        self.report_dir = self._path_option("--ulp-report")
+        self.baseline_path = self._path_option("--ulp-baseline")
+        self.save_baseline_path = self._path_option("--ulp-save-baseline")
+        self.strict: bool = config.getoption("--ulp-baseline-strict")
+        self.ulp_tolerance: float = config.getoption("--ulp-tolerance")
+        self.fraction_tolerance: float = config.getoption("--ulp-fraction-tolerance")
+        self.requested = any(p is not None for p in (self.report_dir, self.baseline_path, self.save_baseline_path))
+        self.histogram_edges: list[float] | None = None
+        self._pending: dict[str, list[CaseRecord]] = {}
+        self._outcomes: dict[str, str] = {}
+        self._local: dict[str, CaseRecord] = {}
+        self._worker_reports: dict[str, Report] = {}
+        self._silent_workers: dict[str, str] = {}
+        self.report: Report | None = None
+        self.comparison: BaselineComparison | None = None
+        self.written: list[Path] = []
+        self.errors: list[str] = []
+        self.baseline: Report | None = None
+        if self.baseline_path is not None and not self.is_worker:
+            # Read it before any test runs: a typo in the path should not cost a whole GPU run.
+            try:
+                self.baseline = Report.load(self.baseline_path)
+            except ReportError as error:
+                raise pytest.UsageError(f"--ulp-baseline: {error}") from error
+
+    def _path_option(self, name: str) -> Path | None:
+        value = self.config.getoption(name)
+        return None if value is None else Path(self.config.invocation_params.dir, value)
+
+    # -- recording -----------------------------------------------------------------------------------------------------
+
+    def take_summary(self, summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """Converts a summary to plain data, keeping the histogram edges once per run instead of once per case."""
+        if summary is None:
+            return None
+        if not isinstance(summary, Mapping):
+            raise TypeError(f"a summary must be a dict as oracle.ulp.summarize returns, got {type(summary).__name__}")
+        data = plain(summary)
+        edges = data.pop("histogram_edges", None)
+        if edges is None and data.get("histogram") is not None and self.histogram_edges is None:
+            edges = _oracle_histogram_edges()
+        if edges is not None:
+            self.histogram_edges = merge_edges(self.histogram_edges, [float(e) for e in edges], "ulp_drift.record")
+        return data
+
+    def add(self, record: CaseRecord) -> None:
+        """Keeps a record until its test's outcome is known.
+
+        Raises:
+            ValueError: when this run of the test already recorded the comparison. A test run again (a rerun plugin)
+                replaces its earlier records instead.
+        """
+        pending = self._pending.setdefault(record.nodeid, [])
+        if any(r.key == record.key for r in pending):
+            raise ValueError(f"comparison {record.comparison!r} already recorded for {record.nodeid}")
+        pending.append(record)
+
+    def _finish(self, nodeid: str) -> None:
+        outcome = self._outcomes.pop(nodeid, "unknown")
+        for record in self._pending.pop(nodeid, []):
+            self._local[record.key] = dataclasses.replace(record, outcome=outcome)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Tracks each test's outcome over its phases; a failure in any phase sticks."""
+        outcome = _phase_outcome(report)
+        if outcome is not None and self._outcomes.get(report.nodeid) != "failed":
+            self._outcomes[report.nodeid] = outcome
+        if report.when == "teardown":
+            self._finish(report.nodeid)
+
+    def local_report(self) -> Report:
+        """Returns this process's records, finishing any whose test never reached teardown (interrupted)."""
+        for nodeid in list(self._pending):
+            self._finish(nodeid)
+        return Report(cases=dict(self._local), histogram_edges=self.histogram_edges)
+
+    # -- xdist ---------------------------------------------------------------------------------------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        """On the xdist controller: takes a finished worker's records, or notes that it sent none."""
+        worker = _worker_id(node)
+        data = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
+        if data is None:
+            # xdist reports a crashed worker after its regular shutdown too; data already received stands.
+            if worker not in self._worker_reports:
+                self._silent_workers[worker] = str(error) if error else "finished without sending ulp-drift data"
+            return
+        try:
+            self._worker_reports[worker] = Report.from_json(data, source=f"xdist worker {worker}")
+        except ReportError as err:
+            self._silent_workers[worker] = str(err)
+            return
+        self._silent_workers.pop(worker, None)
+
+    # -- end of run ----------------------------------------------------------------------------------------------------
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Ships records to the controller (on a worker) or writes, gates and saves the report."""
+        if self.is_worker:
+            self.config.workeroutput[WORKEROUTPUT_KEY] = self.local_report().to_json()  # type: ignore[attr-defined]
+            return
+        try:
+            self.report = self._merged_report()
+        except ReportError as error:
+            self.errors.append(str(error))
+            self._fail(session)
+            return
+        if self.baseline is not None:
+            self.comparison = compare_to_baseline(
+                self.report,
+                self.baseline,
+                baseline_path=str(self.config.getoption("--ulp-baseline")),
+                strict=self.strict,
+                ulp_tolerance=self.ulp_tolerance,
+                fraction_tolerance=self.fraction_tolerance,
+            )
+            if self.comparison.failed:
+                self._fail(session)
+        try:
+            self._write_outputs()
+        except OSError as error:
+            self.errors.append(f"could not write the ulp-drift report: {error}")
+            self._fail(session)
+
+    def _merged_report(self) -> Report:
+        workers = sorted(self._worker_reports)
+        merged = merge_reports(
+            [self.local_report(), *(self._worker_reports[w] for w in workers)],
+            # xdist runs each test once, so workers never share a key; if a plugin ever makes them, keep the later
+            # record rather than lose the whole report at the end of a long run.
+            prefer_last=True,
+            sources=["controller", *workers],
+        )
+        command = shlex.join(["pytest", *self.config.invocation_params.args])
+        merged.metadata = run_metadata(command, self.config.rootpath)
+        if workers or self._silent_workers:
+            merged.metadata["xdist_workers"] = workers
+            merged.metadata["workers_without_data"] = sorted(self._silent_workers)
+        return merged
+
+    def _write_outputs(self) -> None:
+        assert self.report is not None
+        markdown = None
+        if self.report_dir is not None:
+            paths, markdown = write_report(self.report, self.report_dir, self.comparison)
+            self.written += paths
+        if self.save_baseline_path is not None:
+            self.written.append(self.report.write_json(self.save_baseline_path))
+        if self.requested:
+            if markdown is None:
+                markdown = render_markdown(self.report, self.comparison)
+            append_step_summary(markdown)
+
+    @staticmethod
+    def _fail(session: pytest.Session) -> None:
+        # Only turn a passing (or empty) run into a failure; an interrupt or a usage error keeps its own code.
+        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        """Prints the group table, baseline deltas, worker warnings, files written and the verdict."""
+        if self.is_worker or (self.report is None and not self.errors):
+            return
+        if self.report is not None and not self.report.cases and not self.requested and not self._silent_workers:
+            return
+        terminalreporter.write_sep("=", "ulp drift")
+        for worker, why in sorted(self._silent_workers.items()):
+            terminalreporter.write_line(
+                f"WARNING: xdist worker {worker} sent no ulp-drift data ({why}); its cases are missing", yellow=True
+            )
+        for error in self.errors:
+            terminalreporter.write_line(f"ERROR: {error}", red=True)
+        if self.report is None:
+            return
+        lines = render_terminal(self.report, self.comparison, width=120)
+        for line in lines[:-1]:
+            terminalreporter.write_line(line)
+        if self.save_baseline_path is not None and any(r.outcome != "passed" for r in self.report.cases.values()):
+            terminalreporter.write_line("WARNING: baseline saved from a run whose tests did not all pass", yellow=True)
+        if self.written:
+            terminalreporter.write_line("ulp-drift written: " + ", ".join(str(p) for p in self.written))
+        color = {"PASS": "green", "WARN": "yellow"}.get(verdict_status(self.report, self.comparison), "red")
+        terminalreporter.write_line(lines[-1], **{color: True, "bold": True})
+
+
+def _worker_id(node: Any) -> str:
+    workerinput = getattr(node, "workerinput", None)
+    if isinstance(workerinput, Mapping) and "workerid" in workerinput:
+        return str(workerinput["workerid"])
+    gateway = getattr(node, "gateway", None)
+    return str(getattr(gateway, "id", node))
+
+
+def _oracle_histogram_edges() -> list[float] | None:
+    # Read from the oracle only if the tests already imported it: the plugin must not import oracle/ itself.
+    module = sys.modules.get("oracle.ulp")
+    edges = getattr(module, "HISTOGRAM_EDGES", None)
+    return None if edges is None else [float(e) for e in plain(edges)]

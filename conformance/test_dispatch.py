@@ -1,0 +1,118 @@
+"""Dispatch and fallback: which inputs run the kernel, and that every other accepted input gets the eager bits.
+
+The rule: for every input the eager path accepts, ``apply_rope_triton`` returns the eager path's bits, fused or by
+falling back. Fallbacks: float64 angles (eager then multiplies in complex128), angles that require grad (the kernel
+gives angles no gradient), dtypes outside BF16/FP16/FP32, angle shapes the kernel does not index, and non-CUDA
+tensors unless Triton's interpreter is on.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conformance.cases import INTEGER_VIEW
+
+
+def _bits(tensor: torch.Tensor) -> torch.Tensor:
+    integer = INTEGER_VIEW.get(tensor.dtype)
+    tensor = tensor.detach().contiguous()
+    return tensor.view(integer) if integer is not None else tensor
+
+
+def _inputs(device, dtype=torch.bfloat16, shape=(2, 6, 3, 40), pairs=8, angle_shape=None, angle_dtype=torch.float32):
+    generator = torch.Generator().manual_seed(sum(shape) + pairs)
+    values = torch.randn(shape, generator=generator).to(dtype).to(device)
+    angle_shape = angle_shape or (1, shape[1], pairs)
+    angles = (torch.randn(angle_shape, generator=generator, dtype=torch.float64) * 100).to(angle_dtype).to(device)
+    return values, angles
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("rank", [3, 4], ids=["3d", "4d"])
+def test_supported_inputs_run_the_kernel(rope, device, dtype, rank):
+    shape = (2, 6, 3, 40) if rank == 4 else (2, 6, 40)
+    values, angles = _inputs(device, dtype, shape)
+    assert rope._uses_fused_kernel(values, angles)
+
+
+@pytest.mark.parametrize(
+    ("label", "dtype", "angle_dtype", "angle_shape", "angles_require_grad"),
+    [
+        ("fp64-angles", torch.bfloat16, torch.float64, None, False),
+        ("angles-require-grad", torch.float32, torch.float32, None, True),
+        ("fp64-values", torch.float64, torch.float32, None, False),
+        ("angles-2d-broadcast-over-heads", torch.float32, torch.float32, (6, 8), False),
+    ],
+)
+def test_fallbacks_return_eager_bits(rope, device, label, dtype, angle_dtype, angle_shape, angles_require_grad):
+    shape = (2, 6, 8, 16) if label == "angles-2d-broadcast-over-heads" else (2, 6, 3, 40)
+    values, angles = _inputs(device, dtype, shape, pairs=8, angle_shape=angle_shape, angle_dtype=angle_dtype)
+    angles.requires_grad_(angles_require_grad)
+    assert not rope._uses_fused_kernel(values, angles), label
+    output = rope.apply_rope_triton(values, angles, False)
+    assert torch.equal(_bits(output), _bits(rope._apply_rope_torch(values, angles, False)))
+
+
+def test_angles_requiring_grad_get_eager_gradient(rope, device):
+    values, angles = _inputs(device, torch.float32)
+    values.requires_grad_(True)
+    angles.requires_grad_(True)
+    output = rope.apply_rope_triton(values, angles, False)
+    upstream = torch.randn(output.shape, generator=torch.Generator().manual_seed(5)).to(device)
+    fused_grads = torch.autograd.grad(output, (values, angles), upstream)
+    eager_grads = torch.autograd.grad(rope._apply_rope_torch(values, angles, False), (values, angles), upstream)
+    for fused, eager in zip(fused_grads, eager_grads, strict=True):
+        assert torch.equal(_bits(fused), _bits(eager))
+
+
+def test_angles_requiring_grad_under_no_grad_run_the_kernel(rope, device):
+    values, angles = _inputs(device, torch.float32)
+    angles.requires_grad_(True)
+    with torch.no_grad():
+        assert rope._uses_fused_kernel(values, angles)
+
+
+def test_cpu_tensors_take_the_eager_path_without_the_interpreter(rope, monkeypatch):
+    values, angles = _inputs(torch.device("cpu"))
+    monkeypatch.setattr(rope, "_INTERPRETED", False)
+    assert not rope._uses_fused_kernel(values, angles)
+    assert torch.equal(_bits(rope.apply_rope_triton(values, angles)), _bits(rope._apply_rope_torch(values, angles)))
+
+
+@pytest.mark.parametrize(
+    ("label", "values_shape", "angle_shape"),
+    [
+        ("3d-angles-1d", (2, 6, 40), (8,)),
+        ("3d-angles-2d", (2, 6, 40), (6, 8)),
+        ("angles-broadcast-over-sequence", (2, 6, 3, 40), (2, 1, 8)),
+        ("angles-broadcast-over-batch", (3, 6, 3, 40), (1, 6, 8)),
+        ("per-batch-angles-transposed", (3, 6, 3, 40), (3, 6, 8)),
+    ],
+)
+def test_broadcast_angles_run_fused_with_eager_bits(rope, device, label, values_shape, angle_shape):
+    values, angles = _inputs(device, torch.bfloat16, values_shape, angle_shape=angle_shape)
+    if label.endswith("transposed"):
+        values = values.transpose(1, 2).contiguous().transpose(1, 2)
+    assert rope._uses_fused_kernel(values, angles), label
+    fused = rope.apply_rope_triton(values, angles, True)
+    frequencies = torch.polar(torch.ones_like(angles), angles)
+    from oracle import eager
+
+    expected = eager.apply_rope(values.cpu(), frequencies.cpu(), inverse=True)
+    assert torch.equal(_bits(fused.cpu()), _bits(expected))
+
+
+def test_output_is_new_contiguous_storage(rope, device):
+    values, angles = _inputs(device)
+    transposed = values.transpose(1, 2).contiguous().transpose(1, 2)
+    output = rope.apply_rope_triton(transposed, angles)
+    assert output.is_contiguous() and output.shape == transposed.shape
+    assert output.untyped_storage().data_ptr() != transposed.untyped_storage().data_ptr()
+
+
+def test_empty_sequence(rope, device):
+    values, angles = _inputs(device, torch.bfloat16, (1, 0, 2, 16), pairs=4, angle_shape=(1, 0, 4))
+    output = rope.apply_rope_triton(values, angles)
+    assert output.shape == values.shape
+    assert torch.equal(_bits(output), _bits(rope._apply_rope_torch(values, angles)))

@@ -1,0 +1,111 @@
+"""Gating power: the suite's checks catch every small plausible mistake in the kernel.
+
+Each mutation edits one line of ``impl/rope_triton.py`` (the edit must match exactly once, so a kernel change that
+retires a mutation fails here instead of silently passing), loads the edited copy as its own module, and runs the
+suite's own checks on a handful of cases until one fails. The unmutated copy, loaded the same way, must pass them
+all, so a caught mutation is the edit and not the loading. Mutations that only the interpreter can observe (BF16
+widening by cast, negation as 0 - x) are included: this test runs wherever the suite runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import sys
+
+import pytest
+
+from conformance import checks
+from conformance.cases import Case
+
+SOURCE = pathlib.Path(__file__).resolve().parents[1] / "impl" / "rope_triton.py"
+
+# name: (original text, mutated text)
+MUTATIONS = {
+    "real-part-fuses-second-product": (
+        "real = tl.fma(x0, cos, _negate(x1 * sin))",
+        "real = tl.fma(_negate(x1), sin, x0 * cos)",
+    ),
+    "imaginary-part-fuses-second-product": ("imag = tl.fma(x0, sin, x1 * cos)", "imag = tl.fma(x1, cos, x0 * sin)"),
+    "real-part-unfused": ("real = tl.fma(x0, cos, _negate(x1 * sin))", "real = x0 * cos - x1 * sin"),
+    "imaginary-part-unfused": ("imag = tl.fma(x0, sin, x1 * cos)", "imag = x0 * sin + x1 * cos"),
+    "bf16-truncating-cast": ("rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16", "rounded = bits >> 16"),
+    "bf16-widening-by-cast": (
+        "return (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)",
+        "return x.to(tl.float32)",
+    ),
+    "nan-not-canonical": (
+        "return tl.where(is_nan, 0x7FFFFFFF, bits).to(tl.uint32).to(tl.float32, bitcast=True)",
+        "return r",
+    ),
+    "negation-as-subtraction": (
+        "return (x.to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.float32, bitcast=True)",
+        "return 0.0 - x",
+    ),
+    "rotary-block-one-pair-early": ("        channels - 2 * pairs,\n", "        channels - 2 * pairs - 2,\n"),
+    "sequence-and-head-strides-swapped": (
+        "position * stride_sequence + head * stride_head",
+        "position * stride_head + head * stride_sequence",
+    ),
+    "inverse-ignored": ("            if NEGATE_SIN:\n", "            if False:\n"),
+    "backward-without-conjugate": (
+        "return _FusedRope.apply(grad_output, frequencies, not ctx.inverse), None, None",
+        "return _FusedRope.apply(grad_output, frequencies, ctx.inverse), None, None",
+    ),
+    "per-batch-frequencies-not-folded": (
+        "    if table.shape[0] > 1:\n        stride_sequence",
+        "    if False:\n        stride_sequence",
+    ),
+}
+
+# The cases the checks run on: every dtype, both directions, odd channels, transposed and per-batch layouts, and
+# the value regimes where rounding, NaN and zero handling show.
+PROBES = [
+    (checks.forward_matches_oracle, Case("fp32", "query", "contiguous", False, "normal")),
+    (checks.forward_matches_oracle, Case("fp32", "inverse-output", "transposed", True, "normal")),
+    (checks.forward_matches_oracle, Case("bf16", "query", "contiguous", False, "normal")),
+    (checks.forward_matches_oracle, Case("bf16", "odd-channels", "padded-rows", True, "tiny")),
+    (checks.forward_matches_oracle, Case("bf16", "batch3", "transposed", False, "special", per_batch_angles=True)),
+    (checks.forward_matches_oracle, Case("bf16", "batch3", "contiguous", True, "normal", per_batch_angles=True)),
+    (checks.forward_matches_oracle, Case("fp16", "index-query", "contiguous", True, "special")),
+    (checks.forward_matches_oracle, Case("fp32", "window-kv", "contiguous", False, "special")),
+    (checks.gradient_is_conjugate_rotation, Case("fp32", "query", "contiguous", False, "normal")),
+]
+
+
+def _load(source: str, directory: pathlib.Path, name: str):
+    """Import ``source`` as a fresh module from a file (Triton reads kernel source through ``inspect``)."""
+    path = directory / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[name]
+    return module
+
+
+def _first_failure(module, device) -> str | None:
+    for check, case in PROBES:
+        try:
+            check(case, device, module)
+        except AssertionError as failure:
+            return f"{check.__name__}[{case.id}]: {str(failure)[:200]}"
+    return None
+
+
+def test_unmutated_copy_passes_every_probe(rope, device, tmp_path):
+    module = _load(SOURCE.read_text(), tmp_path, "rope_unmutated")
+    assert _first_failure(module, device) is None
+
+
+@pytest.mark.parametrize("mutation", list(MUTATIONS))
+def test_mutation_is_caught(rope, device, tmp_path, mutation):
+    original, mutated = MUTATIONS[mutation]
+    source = SOURCE.read_text()
+    assert source.count(original) == 1, f"mutation {mutation!r} no longer applies to {SOURCE.name}: update it"
+    module = _load(source.replace(original, mutated), tmp_path, f"rope_mutant_{mutation.replace('-', '_')}")
+    caught = _first_failure(module, device)
+    assert caught is not None, f"mutation {mutation!r} passed every probe: the suite would not gate it"

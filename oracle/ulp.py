@@ -1,0 +1,318 @@
+"""Ulp distances, bit comparisons and error statistics for bfloat16, float16 and float32 tensors.
+
+Policies, shared by every function here:
+
+- ``+0`` and ``-0`` are equal (distance 0, error 0); :func:`compare_bits` still counts them separately.
+- NaN against NaN is a match whatever the payloads; NaN against a number is infinitely far
+  (:data:`INFINITE_DISTANCE` for integer distances, ``inf`` for fractional errors).
+- Fractional errors follow LLVM libc's convention: the deviation from an unrounded float64 truth divided by the ulp
+  of the truth in the tested dtype, subnormal-aware (below the smallest normal the ulp is the smallest subnormal),
+  so ``<= 0.5`` means correctly rounded. Infinite results equal to an infinite truth have error 0; an infinite result
+  for a finite truth at or beyond the dtype's overflow threshold (max finite + half an ulp, same sign) is a correctly
+  rounded overflow and counts 0.5; any other infinite result or truth against a finite one is ``inf``.
+- Integer distances are computed with int64 (no overflow for 16- and 32-bit formats); numpy's ``nulp_diff`` is not
+  used (int32 overflow, no bfloat16).
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+
+from oracle.rounding import widen_to_float32
+
+INFINITE_DISTANCE = torch.iinfo(torch.int64).max
+
+# Bucket edges in ulps. Bucket 0 counts errors equal to 0; bucket i > 0 counts edges[i-1] < error <= edges[i]. The
+# edges never change, so histograms from different runs merge by summing.
+HISTOGRAM_EDGES: tuple[float, ...] = (0.0, 0.5, *(float(2**k) for k in range(21)), math.inf)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Format:
+    bits: int
+    integer_dtype: torch.dtype
+    precision: int  # significand bits, implicit bit included
+    min_exponent: int  # exponent of the smallest normal
+    max_exponent: int  # exponent of the largest finite binade
+
+
+_FORMATS = {
+    torch.bfloat16: _Format(16, torch.int16, 8, -126, 127),
+    torch.float16: _Format(16, torch.int16, 11, -14, 15),
+    torch.float32: _Format(32, torch.int32, 24, -126, 127),
+}
+
+
+def _format_of(tensor: torch.Tensor, name: str) -> _Format:
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.dtype not in _FORMATS:
+        raise TypeError(f"{name} must be bfloat16, float16 or float32, got {tensor.dtype}")
+    return _FORMATS[tensor.dtype]
+
+
+def _check_pair(actual: torch.Tensor, expected: torch.Tensor) -> _Format:
+    fmt = _format_of(actual, "actual")
+    _format_of(expected, "expected")
+    if actual.dtype != expected.dtype or actual.shape != expected.shape:
+        raise ValueError(
+            f"tensors must match in dtype and shape: {actual.dtype}{list(actual.shape)} vs "
+            f"{expected.dtype}{list(expected.shape)}"
+        )
+    return fmt
+
+
+def _unsigned_bits(tensor: torch.Tensor, fmt: _Format) -> torch.Tensor:
+    """Flat int64 bit patterns (0 .. 2^bits - 1) of a tensor in row-major (contiguous) order."""
+    bits = tensor.detach().cpu().contiguous().view(fmt.integer_dtype).reshape(-1).to(torch.int64)
+    return bits & ((1 << fmt.bits) - 1)
+
+
+def _ordered_keys(bits: torch.Tensor, fmt: _Format) -> torch.Tensor:
+    """Map sign-magnitude patterns to integers that increase with the value, both zeros at 0."""
+    magnitude = bits & ((1 << (fmt.bits - 1)) - 1)
+    return torch.where(bits >> (fmt.bits - 1) == 1, -magnitude, magnitude)
+
+
+def distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Number of representable values between ``a`` and ``b``, elementwise.
+
+    ``+0``/``-0`` are at distance 0, NaN vs NaN is 0, NaN vs a number is :data:`INFINITE_DISTANCE`, and the largest
+    finite value is one ulp from infinity.
+
+    Args:
+        a: bfloat16, float16 or float32 tensor.
+        b: tensor of the same dtype and shape.
+
+    Returns:
+        int64 CPU tensor of the same shape.
+
+    Raises:
+        TypeError: unsupported dtype. ValueError: dtype or shape differ.
+    """
+    fmt = _check_pair(a, b)
+    keys_a = _ordered_keys(_unsigned_bits(a, fmt), fmt)
+    keys_b = _ordered_keys(_unsigned_bits(b, fmt), fmt)
+    result = (keys_a - keys_b).abs()
+    nan_a = torch.isnan(a.detach().cpu()).reshape(-1)
+    nan_b = torch.isnan(b.detach().cpu()).reshape(-1)
+    result = torch.where(nan_a & nan_b, 0, torch.where(nan_a | nan_b, INFINITE_DISTANCE, result))
+    return result.reshape(a.shape)
+
+
+@dataclasses.dataclass(frozen=True)
+class BitDifferences:
+    """Outcome of a bit-for-bit comparison.
+
+    Attributes:
+        elements: number of elements compared.
+        mismatches: elements whose bits differ for a reason other than the sign of a zero or a NaN payload.
+        nan_bit_differences: elements where both are NaN with different bit patterns.
+        signed_zero_differences: elements where one is +0 and the other -0.
+        max_distance: largest :func:`distance` over the real mismatches (0 when there are none;
+            :data:`INFINITE_DISTANCE` when a NaN meets a number).
+        first_mismatch_index: flat row-major index of the first real mismatch, or None.
+    """
+
+    elements: int
+    mismatches: int
+    nan_bit_differences: int
+    signed_zero_differences: int
+    max_distance: int
+    first_mismatch_index: int | None
+
+
+def compare_bits(actual: torch.Tensor, expected: torch.Tensor) -> BitDifferences:
+    """Compare two tensors bit for bit and classify the differences.
+
+    Args:
+        actual: bfloat16, float16 or float32 tensor, any strides (compared in row-major order).
+        expected: tensor of the same dtype and shape.
+
+    Returns:
+        The counts, see :class:`BitDifferences`.
+
+    Raises:
+        TypeError: unsupported dtype. ValueError: dtype or shape differ.
+    """
+    fmt = _check_pair(actual, expected)
+    bits_actual = _unsigned_bits(actual, fmt)
+    bits_expected = _unsigned_bits(expected, fmt)
+    differ = bits_actual != bits_expected
+    both_nan = (torch.isnan(actual.detach().cpu()) & torch.isnan(expected.detach().cpu())).reshape(-1)
+    magnitude_mask = (1 << (fmt.bits - 1)) - 1
+    both_zero = ((bits_actual & magnitude_mask) == 0) & ((bits_expected & magnitude_mask) == 0)
+    real = differ & ~both_nan & ~both_zero
+    mismatch_indices = torch.nonzero(real).reshape(-1)
+    max_distance = 0
+    if mismatch_indices.numel():
+        keys_actual = _ordered_keys(bits_actual[mismatch_indices], fmt)
+        keys_expected = _ordered_keys(bits_expected[mismatch_indices], fmt)
+        any_nan = (
+            torch.isnan(actual.detach().cpu()).reshape(-1)[mismatch_indices]
+            | torch.isnan(expected.detach().cpu()).reshape(-1)[mismatch_indices]
+        )
+        max_distance = INFINITE_DISTANCE if bool(any_nan.any()) else int((keys_actual - keys_expected).abs().max())
+    return BitDifferences(
+        elements=bits_actual.numel(),
+        mismatches=int(mismatch_indices.numel()),
+        nan_bit_differences=int((differ & both_nan).sum()),
+        signed_zero_differences=int((differ & both_zero).sum()),
+        max_distance=max_distance,
+        first_mismatch_index=int(mismatch_indices[0]) if mismatch_indices.numel() else None,
+    )
+
+
+def _ulp(magnitude: np.ndarray, fmt: _Format) -> np.ndarray:
+    """Ulp in ``fmt`` of non-negative finite float64 magnitudes, with an unbounded exponent above the range.
+
+    Zero and everything below the smallest normal get the smallest subnormal as their ulp.
+    """
+    _, exponent = np.frexp(magnitude)
+    binade = np.where(magnitude > 0, np.maximum(exponent.astype(np.int64) - 1, fmt.min_exponent), fmt.min_exponent)
+    return np.ldexp(1.0, binade - (fmt.precision - 1))
+
+
+def _widened(x: torch.Tensor, truth: torch.Tensor) -> tuple[_Format, np.ndarray, np.ndarray]:
+    fmt = _format_of(x, "x")
+    if not isinstance(truth, torch.Tensor) or truth.dtype != torch.float64:
+        found = truth.dtype if isinstance(truth, torch.Tensor) else type(truth).__name__
+        raise TypeError(f"truth must be a float64 tensor, got {found}")
+    if x.shape != truth.shape:
+        raise ValueError(f"x {list(x.shape)} and truth {list(truth.shape)} must have the same shape")
+    return fmt, widen_to_float32(x).numpy().astype(np.float64), truth.detach().cpu().contiguous().numpy()
+
+
+def _apply_special_policy(
+    errors: np.ndarray, x: np.ndarray, truth: np.ndarray, fmt: _Format, scale_finite: np.ndarray
+) -> np.ndarray:
+    """Overwrite ``errors`` where x or truth is not finite, per the module policy.
+
+    ``scale_finite`` marks elements whose ulp scale is finite and nonzero; elsewhere (zero or infinite pair
+    magnitude) only exact equality scores 0.
+    """
+    overflow_threshold = math.ldexp(2.0 - 2.0**-fmt.precision, fmt.max_exponent)
+    x_nan, truth_nan = np.isnan(x), np.isnan(truth)
+    equal = (x == truth) | (x_nan & truth_nan)
+    correct_overflow = np.isinf(x) & np.isfinite(truth) & (np.abs(truth) >= overflow_threshold) & (x * truth > 0)
+    special = ~np.isfinite(x) | ~np.isfinite(truth) | ~scale_finite
+    errors = np.where(special, np.inf, errors)
+    errors = np.where(correct_overflow, 0.5, errors)
+    return np.where(equal, 0.0, errors)
+
+
+def error(x: torch.Tensor, truth: torch.Tensor) -> torch.Tensor:
+    """Fractional ulp error of ``x`` against an unrounded float64 truth, in ``x``'s dtype, elementwise.
+
+    Args:
+        x: bfloat16, float16 or float32 tensor.
+        truth: float64 tensor of the same shape.
+
+    Returns:
+        float64 CPU tensor of the same shape; 0.5 means correctly rounded. See the module policy for NaN/inf.
+
+    Raises:
+        TypeError: unsupported dtype. ValueError: shapes differ.
+    """
+    fmt, x64, t64 = _widened(x, truth)
+    with np.errstate(all="ignore"):
+        finite_truth = np.where(np.isfinite(t64), np.abs(t64), 0.0)
+        errors = np.abs(x64 - t64) / _ulp(finite_truth, fmt)
+        errors = _apply_special_policy(errors, x64, t64, fmt, np.ones_like(errors, dtype=bool))
+    return torch.from_numpy(errors)
+
+
+def normwise_error(x: torch.Tensor, truth: torch.Tensor) -> torch.Tensor:
+    """Error of each element of interleaved pairs in ulps (in ``x``'s dtype) of the pair's magnitude.
+
+    For the pair ``(t0, t1)`` in the last dimension, element ``i`` scores ``|x_i - t_i| / ulp(hypot(t0, t1))``. A
+    rotation's elementwise error is unbounded when ``t_i`` cancels to nearly zero; measured against the pair's
+    magnitude it stays bounded. A zero or infinite magnitude scores 0 for equal elements and ``inf`` otherwise.
+
+    Args:
+        x: bfloat16, float16 or float32 tensor whose last dimension holds pairs (x0, x1, x0, x1, ...).
+        truth: float64 tensor of the same shape.
+
+    Returns:
+        float64 CPU tensor of the same shape.
+
+    Raises:
+        TypeError: unsupported dtype. ValueError: shapes differ or the last dimension is odd.
+    """
+    fmt, x64, t64 = _widened(x, truth)
+    if x64.ndim == 0 or x64.shape[-1] % 2:
+        raise ValueError(f"the last dimension must hold pairs (even length), got shape {list(x.shape)}")
+    with np.errstate(all="ignore"):
+        pairs = t64.reshape(*t64.shape[:-1], -1, 2)
+        magnitude = np.repeat(np.hypot(pairs[..., 0], pairs[..., 1]), 2, axis=-1)
+        scale_finite = np.isfinite(magnitude) & (magnitude > 0)
+        errors = np.abs(x64 - t64) / _ulp(np.where(scale_finite, magnitude, 1.0), fmt)
+        errors = _apply_special_policy(errors, x64, t64, fmt, scale_finite)
+    return torch.from_numpy(errors)
+
+
+def _as_flat_errors(errors: torch.Tensor | np.ndarray) -> np.ndarray:
+    if isinstance(errors, torch.Tensor):
+        errors = errors.detach().cpu().to(torch.float64).numpy()
+    flat = np.asarray(errors, dtype=np.float64).reshape(-1)
+    if np.isnan(flat).any() or (flat < 0).any():
+        raise ValueError("errors must be non-negative and not NaN (error() maps NaN cases to 0 or inf)")
+    return flat
+
+
+def histogram(errors: torch.Tensor | np.ndarray) -> list[int]:
+    """Count errors into the fixed buckets of :data:`HISTOGRAM_EDGES`.
+
+    Args:
+        errors: non-negative errors in ulps, any shape; ``inf`` is allowed.
+
+    Returns:
+        ``len(HISTOGRAM_EDGES)`` counts: ``[0]`` counts exact zeros, ``[i]`` counts ``edges[i-1] < e <= edges[i]``.
+
+    Raises:
+        ValueError: an error is negative or NaN.
+    """
+    flat = _as_flat_errors(errors)
+    buckets = np.searchsorted(np.asarray(HISTOGRAM_EDGES), flat, side="left")
+    return [int(count) for count in np.bincount(buckets, minlength=len(HISTOGRAM_EDGES))]
+
+
+def summarize(errors: torch.Tensor | np.ndarray) -> dict:
+    """Summary statistics of ulp errors as plain, JSON-serializable Python values.
+
+    ``max``, ``mean`` and ``p99`` (nearest rank) are floats and may be ``float('inf')``, which ``json.dumps`` writes
+    as ``Infinity`` (strict parsers need ``allow_nan``); for an empty input they are None and
+    ``correctly_rounded_fraction`` is None. ``count`` and ``histogram`` merge across runs by summing; ``max`` by
+    taking the maximum; ``mean`` weighted by ``count``; ``p99`` does not merge.
+
+    Args:
+        errors: non-negative errors in ulps, any shape.
+
+    Returns:
+        Dict with keys ``count``, ``max``, ``mean``, ``p99``, ``correctly_rounded_fraction`` (error <= 0.5) and
+        ``histogram`` (see :func:`histogram`).
+
+    Raises:
+        ValueError: an error is negative or NaN.
+    """
+    flat = _as_flat_errors(errors)
+    count = int(flat.size)
+    if count == 0:
+        return {
+            "count": 0,
+            "max": None,
+            "mean": None,
+            "p99": None,
+            "correctly_rounded_fraction": None,
+            "histogram": histogram(flat),
+        }
+    return {
+        "count": count,
+        "max": float(flat.max()),
+        "mean": float(flat.mean()),
+        "p99": float(np.quantile(flat, 0.99, method="inverted_cdf")),
+        "correctly_rounded_fraction": float(np.count_nonzero(flat <= 0.5) / count),
+        "histogram": histogram(flat),
+    }

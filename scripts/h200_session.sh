@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One device-tool call on the H200: parity, the full conformance suite with its report and baseline, benchmarks.
+# Usage (repository root, on the GPU machine): bash scripts/h200_session.sh OUT_DIR [parity|suite|bench ...]
+# Wheels for pytest/pytest-xdist travel in .whl (the machine has no network); see README "GPU runs".
+set -uo pipefail
+out=${1:?usage: h200_session.sh OUT_DIR [steps]}; shift
+steps=${*:-parity suite bench}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        && export PYTHONPATH=/tmp/site
+fi
+python3 - <<'PY' | tee "$out/versions.txt"
+import torch, triton
+print("gpu", torch.cuda.get_device_name(), "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)
+PY
+status=0
+for step in $steps; do
+    start=$(date +%s)
+    case "$step" in
+        parity) python3 scripts/gpu_parity.py --out "$out" > "$out/parity.log" 2>&1 || status=1
+                grep -E "SUMMARY|fused_over_clone" "$out/parity.log" ;;
+        suite) python3 -m pytest -n 12 -q -p no:cacheprovider conformance --ulp-report "$out/report" \
+                   --ulp-save-baseline "$out/ulp-drift-cuda.json" --junitxml "$out/junit.xml" > "$out/suite.log" 2>&1 || status=1
+               grep -vE "^SKIPPED|^\.|^$" "$out/suite.log" | tail -45 ;;
+        bench) timeout 400 python3 -m benchmarks.run --out "$out/bench" --time-budget 300 > "$out/bench.log" 2>&1 || status=1
+               tail -40 "$out/bench.log" ;;
+        *) echo "unknown step $step"; status=2 ;;
+    esac
+    echo "step $step: $(( $(date +%s) - start )) s, status so far $status"
+done
+exit $status

@@ -1,0 +1,465 @@
+"""Tests of the ulp-drift report: the pytest plugin (through pytester), the shard merger and the report module."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import types
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+
+from conformance import merge
+from conformance.report import (
+    PNG_NAME,
+    SCHEMA,
+    CaseRecord,
+    Report,
+    compact_devices,
+    compare_cases,
+    render_terminal,
+    write_report,
+)
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[1]
+
+EDGES = [0.0, 0.5, 1.0, 2.0, math.inf]
+
+# A stand-in for the conformance tests. Drift is planted through an environment variable rather than by rewriting
+# the module, so no stale bytecode can hide a change between two runs in the same second.
+FAKE_TESTS = """
+import json
+import os
+
+import pytest
+
+EDGES = [0.0, 0.5, 1.0, 2.0, float("inf")]
+DRIFT = json.loads(os.environ.get("FAKE_ULP_DRIFT", "{}"))
+
+
+def summary(max_ulp, fraction, with_edges=True):
+    data = {
+        "max": max_ulp, "mean": max_ulp / 4, "p99": max_ulp / 2, "histogram": [0, 896, 128, 0, 0],
+        "correctly_rounded_fraction": fraction, "count": 1024,
+    }
+    if with_edges:
+        data["histogram_edges"] = EDGES
+    return data
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_forward(ulp_drift, dtype):
+    drift = DRIFT if dtype == "bfloat16" else {}
+    ulp_drift.record(
+        comparison="fused-vs-eager", dtype=dtype, backend="triton", device="cpu", elements=1024,
+        mismatches=drift.get("mismatches", 0),
+    )
+    ulp_drift.record(
+        comparison="fused-vs-truth", dtype=dtype, backend="triton", device="cpu", elements=1024, mismatches=128,
+        max_distance=drift.get("max_distance", 1),
+        elementwise=summary(drift.get("max_ulp", 0.5), drift.get("fraction", 0.875), DRIFT.get("edges", True)),
+        normwise=summary(drift.get("norm_ulp", 0.25), 1.0, DRIFT.get("edges", True)),
+        allowed="mismatch",
+    )
+
+
+def test_backward(ulp_drift):
+    ulp_drift.record(
+        comparison="backward-vs-eager", dtype="float32", backend="triton", device="cpu", elements=512, mismatches=0,
+        nan_bit_differences=DRIFT.get("nan", 1), signed_zero_differences=DRIFT.get("sz", 4),
+        allowed="signed-zero,nan-bits", detail="autograd zero-fill turns -0 into +0",
+    )
+"""
+
+FORWARD_BF16 = "test_fake.py::test_forward[bfloat16]"
+ALL_KEYS = {
+    "test_fake.py::test_forward[float32]::fused-vs-eager",
+    "test_fake.py::test_forward[float32]::fused-vs-truth",
+    f"{FORWARD_BF16}::fused-vs-eager",
+    f"{FORWARD_BF16}::fused-vs-truth",
+    "test_fake.py::test_backward::backward-vs-eager",
+}
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A pytester project whose conftest loads the plugin, with the fake conformance tests."""
+    # An outer CI job sets this; the inner runs must not append fake reports to its page.
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.delenv("FAKE_ULP_DRIFT", raising=False)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    pytester.syspathinsert(REPO)
+    pytester.makeconftest('pytest_plugins = ["conformance.plugin"]\n')
+    pytester.makepyfile(test_fake=FAKE_TESTS)
+    return pytester
+
+
+def load_cases(path: Path) -> dict:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["schema"] == SCHEMA
+    return data["cases"]
+
+
+def test_report_files_and_case_content(project: pytest.Pytester) -> None:
+    result = project.runpytest("--ulp-report", "out")
+    assert result.ret == pytest.ExitCode.OK
+    data = json.loads((project.path / "out" / "ulp-drift.json").read_text(encoding="utf-8"))
+    assert set(data) == {"schema", "metadata", "histogram_edges", "cases"}
+    assert data["histogram_edges"] == [0.0, 0.5, 1.0, 2.0, "inf"]
+    assert set(data["cases"]) == ALL_KEYS
+    truth = data["cases"][f"{FORWARD_BF16}::fused-vs-truth"]
+    assert truth["case_id"] == "bfloat16"
+    assert truth["outcome"] == "passed"
+    assert truth["elementwise"]["histogram"] == [0, 896, 128, 0, 0]
+    assert "histogram_edges" not in truth["elementwise"]
+    assert data["cases"]["test_fake.py::test_backward::backward-vs-eager"]["case_id"] == ""
+    for key in ("created", "hostname", "python", "torch", "triton", "gpu", "git_commit", "command"):
+        assert key in data["metadata"]
+    markdown = (project.path / "out" / "ulp-drift.md").read_text(encoding="utf-8")
+    assert "| bfloat16 | triton | fused-vs-truth | 1 | 1024 | 128* |" in markdown
+    assert "autograd zero-fill turns -0 into +0" in markdown
+    assert "--ulp-report out" in markdown
+    assert (project.path / "out" / PNG_NAME).stat().st_size > 0
+
+
+def test_terminal_summary_fits_120_columns(project: pytest.Pytester) -> None:
+    result = project.runpytest()
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "*= ulp drift =*",
+            "all cases: backend triton, devices cpu",
+            "dtype*comparison*cases*elements*mismatch*nan-bits*+-0*ulp max*norm max*cr frac",
+            "bfloat16*fused-vs-truth*1*1024*128[*]*0*0*0.5*0.25*0.875000",
+            "float32*backward-vs-eager*1*512*0*1[*]*4[*]*-*-*-",
+            "ulp-drift verdict: PASS - 5 cases: 2 bit-exact, 3 allowed-only, 0 unexpected; no baseline",
+        ]
+    )
+    section = result.stdout.str().split("ulp drift", 1)[1].splitlines()
+    assert max(len(line) for line in section) <= 120
+
+
+def test_outcomes_and_duplicate_labels(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_outcomes="""
+        import pytest
+
+        def record(ulp_drift, comparison="fused-vs-eager", mismatches=0):
+            ulp_drift.record(comparison=comparison, dtype="float32", backend="triton", device="cpu",
+                             elements=8, mismatches=mismatches)
+
+        def test_fails(ulp_drift):
+            record(ulp_drift, mismatches=2)
+            assert False
+
+        def test_skips(ulp_drift):
+            record(ulp_drift)
+            pytest.skip("no GPU")
+
+        @pytest.mark.xfail(reason="known")
+        def test_xfails(ulp_drift):
+            record(ulp_drift)
+            assert False
+
+        def test_duplicate(ulp_drift):
+            record(ulp_drift)
+            record(ulp_drift)
+        """
+    )
+    result = project.runpytest("test_outcomes.py", "--ulp-report", "out")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*ValueError: comparison 'fused-vs-eager' already recorded*"])
+    cases = load_cases(project.path / "out" / "ulp-drift.json")
+    outcomes = {key.split("::")[1]: case["outcome"] for key, case in cases.items()}
+    assert outcomes == {
+        "test_fails": "failed",
+        "test_skips": "skipped",
+        "test_xfails": "xfailed",
+        "test_duplicate": "failed",
+    }
+    result.stdout.fnmatch_lines(
+        ["ulp-drift verdict: WARN - 4 cases: 3 bit-exact, 0 allowed-only, 1 unexpected, 4 from tests not passed*"]
+    )
+
+
+def test_baseline_round_trip_passes(project: pytest.Pytester) -> None:
+    saved = project.runpytest("--ulp-save-baseline", "base.json")
+    assert saved.ret == pytest.ExitCode.OK
+    assert set(load_cases(project.path / "base.json")) == ALL_KEYS
+    result = project.runpytest("--ulp-baseline", "base.json", "--ulp-baseline-strict")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["ulp-drift verdict: PASS*; baseline base.json: 0 regressed, 0 new, 0 missing"])
+
+
+@pytest.mark.parametrize(
+    ("drift", "key", "change"),
+    [
+        ({"mismatches": 3}, f"{FORWARD_BF16}::fused-vs-eager", "bit mismatches 0 -> 3"),
+        ({"max_ulp": 1.5}, f"{FORWARD_BF16}::fused-vs-truth", "max elementwise ulp 0.5 -> 1.5"),
+        ({"norm_ulp": 0.75}, f"{FORWARD_BF16}::fused-vs-truth", "max norm-wise ulp 0.25 -> 0.75"),
+        ({"fraction": 0.75}, f"{FORWARD_BF16}::fused-vs-truth", "elementwise correctly-rounded fraction 0.875 -> 0.75"),
+        ({"max_distance": 2}, f"{FORWARD_BF16}::fused-vs-truth", "max bit distance 1 -> 2"),
+        ({"nan": 2}, "test_fake.py::test_backward::backward-vs-eager", "NaN-bit differences 1 -> 2"),
+        ({"sz": 5}, "test_fake.py::test_backward::backward-vs-eager", "signed-zero differences 4 -> 5"),
+    ],
+    ids=["mismatches", "max-ulp", "norm-ulp", "cr-fraction", "bit-distance", "nan-bits", "signed-zero"],
+)
+def test_planted_regression_fails(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, drift: dict, key: str, change: str
+) -> None:
+    assert project.runpytest("--ulp-save-baseline", "base.json").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("FAKE_ULP_DRIFT", json.dumps(drift))
+    result = project.runpytest("--ulp-baseline", "base.json", "--ulp-report", "out")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            f"REGRESSION {key}",
+            f"*{change}*",
+            "ulp-drift verdict: FAIL*; baseline base.json: 1 regressed, 0 new, 0 missing",
+        ]
+    )
+    assert "passed" in result.stdout.lines[-1] and "failed" not in result.stdout.lines[-1]
+    assert "Traceback" not in result.stdout.str()
+    markdown = (project.path / "out" / "ulp-drift.md").read_text(encoding="utf-8")
+    assert f"| regression | `{key}` | {change} |" in markdown
+
+
+def test_improvement_and_tolerance_pass(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert project.runpytest("--ulp-save-baseline", "base.json").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("FAKE_ULP_DRIFT", json.dumps({"max_ulp": 0.25, "fraction": 0.9}))
+    assert project.runpytest("--ulp-baseline", "base.json").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("FAKE_ULP_DRIFT", json.dumps({"max_ulp": 1.0}))
+    assert project.runpytest("--ulp-baseline", "base.json").ret == pytest.ExitCode.TESTS_FAILED
+    assert project.runpytest("--ulp-baseline", "base.json", "--ulp-tolerance", "0.5").ret == pytest.ExitCode.OK
+
+
+def test_missing_and_new_cases(project: pytest.Pytester) -> None:
+    assert project.runpytest("-k", "forward", "--ulp-save-baseline", "base.json").ret == pytest.ExitCode.OK
+    result = project.runpytest("-k", "backward or float32", "--ulp-baseline", "base.json")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            f"MISSING    {FORWARD_BF16}::fused-vs-eager",
+            "NEW        test_fake.py::test_backward::backward-vs-eager",
+            "missing cases are not a failure; --ulp-baseline-strict makes them one",
+            "ulp-drift verdict: PASS*; baseline base.json: 0 regressed, 1 new, 2 missing",
+        ]
+    )
+    strict = project.runpytest("-k", "backward or float32", "--ulp-baseline", "base.json", "--ulp-baseline-strict")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines(
+        ["ulp-drift verdict: FAIL*; baseline base.json: 0 regressed, 1 new, 2 missing (strict: a failure)"]
+    )
+
+
+def test_exit_status_without_tests_is_unchanged(project: pytest.Pytester) -> None:
+    (project.path / "test_fake.py").unlink()
+    assert project.runpytest().ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert "ulp drift" not in project.runpytest().stdout.str()
+    result = project.runpytest("--ulp-report", "out", "--ulp-save-baseline", "empty.json")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(["no ulp-drift cases recorded"])
+    assert load_cases(project.path / "out" / "ulp-drift.json") == {}
+    assert project.runpytest("--ulp-baseline", "empty.json").ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_unreadable_baseline_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = project.runpytest("--ulp-baseline", "nowhere.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--ulp-baseline: *nowhere.json*"])
+
+
+def test_github_step_summary_appended(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = project.path / "step-summary.md"
+    page.write_text("# earlier step\n", encoding="utf-8")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(page))
+    assert project.runpytest("--ulp-report", "out").ret == pytest.ExitCode.OK
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("# earlier step\n## ulp drift\n")
+    assert text.endswith((project.path / "out" / "ulp-drift.md").read_text(encoding="utf-8"))
+
+
+def test_junitxml_keeps_working(project: pytest.Pytester) -> None:
+    assert project.runpytest("--junitxml", "junit.xml", "--ulp-report", "out").ret == pytest.ExitCode.OK
+    suite = ElementTree.parse(project.path / "junit.xml").getroot()
+    properties = {
+        (case.get("name"), prop.get("name")): prop.get("value")
+        for case in suite.iter("testcase")
+        for prop in case.iter("property")
+    }
+    assert properties[("test_forward[bfloat16]", "ulp_mismatches[fused-vs-truth]")] == "128"
+    assert properties[("test_backward", "ulp_mismatches[backward-vs-eager]")] == "0"
+
+
+def test_histogram_edges_taken_from_the_imported_oracle(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "oracle.ulp", types.SimpleNamespace(HISTOGRAM_EDGES=(0.0, 1.0, 3.0, 7.0, 15.0)))
+    monkeypatch.setenv("FAKE_ULP_DRIFT", json.dumps({"edges": False}))
+    assert project.runpytest("--ulp-report", "out").ret == pytest.ExitCode.OK
+    data = json.loads((project.path / "out" / "ulp-drift.json").read_text(encoding="utf-8"))
+    assert data["histogram_edges"] == [0.0, 1.0, 3.0, 7.0, 15.0]
+
+
+def test_xdist_report_matches_serial(project: pytest.Pytester) -> None:
+    assert project.runpytest("--ulp-report", "serial").ret == pytest.ExitCode.OK
+    parallel = project.runpytest_subprocess("-n", "2", "--ulp-report", "parallel")
+    assert parallel.ret == pytest.ExitCode.OK
+    assert "sent no ulp-drift data" not in parallel.stdout.str()
+    serial_cases = load_cases(project.path / "serial" / "ulp-drift.json")
+    assert serial_cases == load_cases(project.path / "parallel" / "ulp-drift.json")
+    assert set(serial_cases) == ALL_KEYS
+    metadata = json.loads((project.path / "parallel" / "ulp-drift.json").read_text(encoding="utf-8"))["metadata"]
+    assert metadata["xdist_workers"] == ["gw0", "gw1"]
+    assert metadata["workers_without_data"] == []
+
+
+def test_xdist_worker_that_dies_is_reported(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_crash="""
+        import os
+
+        def test_dies(ulp_drift):
+            ulp_drift.record(comparison="fused-vs-eager", dtype="float32", backend="triton", device="cpu",
+                             elements=8, mismatches=0)
+            os._exit(3)
+        """
+    )
+    result = project.runpytest_subprocess("-n", "2", "--ulp-report", "out")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["WARNING: xdist worker gw* sent no ulp-drift data*; its cases are missing"])
+    metadata = json.loads((project.path / "out" / "ulp-drift.json").read_text(encoding="utf-8"))["metadata"]
+    assert len(metadata["workers_without_data"]) == 1
+
+
+def test_merge_two_shards(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    assert project.runpytest("--ulp-report", "full").ret == pytest.ExitCode.OK
+    assert project.runpytest("-k", "forward", "--ulp-report", "shard1").ret == pytest.ExitCode.OK
+    assert project.runpytest("-k", "backward", "--ulp-report", "shard2").ret == pytest.ExitCode.OK
+    shards = [str(project.path / name / "ulp-drift.json") for name in ("shard1", "shard2")]
+    out = project.path / "merged"
+    capsys.readouterr()
+    assert merge.main([str(out), *shards]) == 0
+    assert load_cases(out / "ulp-drift.json") == load_cases(project.path / "full" / "ulp-drift.json")
+    assert (out / "ulp-drift.md").is_file() and (out / PNG_NAME).is_file()
+    merged = json.loads((out / "ulp-drift.json").read_text(encoding="utf-8"))
+    assert [s["source"] for s in merged["metadata"]["shards"]] == shards
+    assert "ulp-drift verdict: PASS - 5 cases" in capsys.readouterr().out
+
+    # The same case with different content in two shards is an error unless the later one is preferred.
+    changed = json.loads(Path(shards[0]).read_text(encoding="utf-8"))
+    changed["cases"][f"{FORWARD_BF16}::fused-vs-eager"]["mismatches"] = 7
+    rerun = project.path / "rerun.json"
+    rerun.write_text(json.dumps(changed), encoding="utf-8")
+    assert merge.main([str(out), *shards, str(rerun)]) == 2
+    assert f"{FORWARD_BF16}::fused-vs-eager" in capsys.readouterr().err
+    assert merge.main([str(out), *shards, shards[0]]) == 0  # identical duplicates merge quietly
+    assert merge.main([str(out), *shards, str(rerun), "--prefer-last"]) == 0
+    assert load_cases(out / "ulp-drift.json")[f"{FORWARD_BF16}::fused-vs-eager"]["mismatches"] == 7
+
+    # Gating the merged report on the full run's report as baseline catches the planted mismatches.
+    baseline = str(project.path / "full" / "ulp-drift.json")
+    capsys.readouterr()
+    assert merge.main([str(out), *shards, str(rerun), "--prefer-last", "--baseline", baseline]) == 1
+    output = capsys.readouterr().out
+    assert f"REGRESSION {FORWARD_BF16}::fused-vs-eager" in output and "bit mismatches 0 -> 7" in output
+
+
+def test_merge_runs_as_a_module(project: pytest.Pytester) -> None:
+    assert project.runpytest("--ulp-report", "shard").ret == pytest.ExitCode.OK
+    done = subprocess.run(
+        [sys.executable, "-m", "conformance.merge", "merged", "shard/ulp-drift.json"],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ulp-drift verdict: PASS" in done.stdout
+    assert set(load_cases(project.path / "merged" / "ulp-drift.json")) == ALL_KEYS
+
+
+def record(**fields: object) -> CaseRecord:
+    base = {
+        "nodeid": "t.py::test",
+        "comparison": "fused-vs-truth",
+        "case_id": "",
+        "outcome": "passed",
+        "dtype": "bfloat16",
+        "backend": "triton",
+        "device": "cpu",
+        "elements": 16,
+        "mismatches": 0,
+    }
+    return CaseRecord(**{**base, **fields})
+
+
+def test_zero_baselines_use_absolute_tolerance() -> None:
+    exact = record(elementwise={"max": 0.0, "correctly_rounded_fraction": 1.0})
+    assert compare_cases(exact, exact) == ()
+    drifted = record(elementwise={"max": 0.5, "correctly_rounded_fraction": 1.0})
+    assert [c.describe() for c in compare_cases(drifted, exact)] == ["max elementwise ulp 0 -> 0.5"]
+    assert compare_cases(drifted, exact, ulp_tolerance=0.5) == ()
+    dropped = record()
+    assert [c.describe() for c in compare_cases(dropped, exact)] == [
+        "max elementwise ulp 0 -> not recorded",
+        "elementwise correctly-rounded fraction 1 -> not recorded",
+    ]
+
+
+def test_non_finite_errors_survive_strict_json(tmp_path: Path) -> None:
+    case = record(elementwise={"max": math.inf, "mean": math.nan, "histogram": [1, 2, 0]})
+    report = Report(cases={case.key: case}, histogram_edges=EDGES[:3])
+    path = report.write_json(tmp_path / "r.json")
+    assert "Infinity" not in path.read_text(encoding="utf-8") and "NaN" not in path.read_text(encoding="utf-8")
+    loaded = Report.load(path)
+    assert loaded.cases[case.key].elementwise["max"] == math.inf
+    assert math.isnan(loaded.cases[case.key].elementwise["mean"])
+    assert loaded.to_json() == report.to_json()
+
+
+def test_png_skipped_without_matplotlib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("matplotlib", "matplotlib.figure"):
+        monkeypatch.setitem(sys.modules, name, None)
+    case = record(elementwise={"max": 0.5, "histogram": [3, 1, 0]})
+    written, markdown = write_report(Report(cases={case.key: case}, histogram_edges=[0.0, 0.5, 1.0]), tmp_path)
+    assert [p.name for p in written] == ["ulp-drift.json", "ulp-drift.md"]
+    assert not (tmp_path / PNG_NAME).exists()
+    assert "matplotlib is not importable" in markdown
+    assert "| bfloat16 / triton / fused-vs-truth | 3 | 1 |" in markdown
+    assert "| dtype / backend / comparison | <= 0 | (0, 0.5] |" in markdown
+
+
+def test_compact_devices() -> None:
+    assert compact_devices(["cuda:3", "cuda:0", "cuda:1", "cpu", "cuda:5", "cuda:1"]) == "cpu,cuda:0-1,3,5"
+    assert compact_devices([f"cuda:{i}" for i in range(8)]) == "cuda:0-7"
+
+
+def test_terminal_table_fits_an_eight_gpu_run() -> None:
+    truth = {"max": 1.5, "correctly_rounded_fraction": 0.999999, "count": 123456789, "histogram": [0, 1]}
+    cases = [
+        record(
+            nodeid=f"t.py::test[{dtype}-{i}]",
+            comparison=comparison,
+            dtype=dtype,
+            backend="interpreter",
+            device=f"cuda:{i}",
+            elements=123456789,
+            signed_zero_differences=12345,
+            elementwise=truth,
+            normwise=truth,
+            allowed="signed-zero",
+        )
+        for i in range(8)
+        for dtype in ("bfloat16", "float16", "float32")
+        for comparison in ("backward-independent-of-values", "fused-vs-truth")
+    ]
+    lines = render_terminal(Report(cases={case.key: case for case in cases}))
+    assert lines[0] == "all cases: backend interpreter, devices cuda:0-7"
+    assert max(len(line) for line in lines) <= 120

@@ -1,0 +1,1 @@
+"""GPU benchmarks of the fused rotary embedding: ``python -m benchmarks.run`` and ``python -m benchmarks.sweep``."""

@@ -1,0 +1,288 @@
+"""Measures the fused kernel's launch configurations, to choose the heuristics in ``_launch_config``.
+
+From the repository root, on a CUDA machine::
+
+    python -m benchmarks.sweep --out benchmarks/results           # about six minutes on an H200
+    python -m benchmarks.sweep --out benchmarks/results --quick   # 512 channels, 32 pairs, bf16
+
+For every channel count, pair count and dtype it times the forward of ``apply_rope_triton`` on a ~256 MiB tensor
+under each ``(block_rows, block_channels, num_warps)`` of a modest grid, forced by replacing
+``impl.rope_triton._launch_config``, and divides by the time of ``clone()``. It prints the best configuration per
+group and how far the current ``_launch_config`` choice is from it, and writes ``sweep_<date>_<gpu>.json`` after
+every group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from benchmarks.common import (
+    MIB,
+    NO_CUDA_EXIT_CODE,
+    QUANTILES,
+    Clock,
+    GpuTimer,
+    ResultFile,
+    Timing,
+    cuda_available,
+    environment,
+    short_error,
+)
+
+# DeepSeek V4.1's own widths first (512: query and KV, 128: index query), so a run cut short covers them.
+CHANNELS = (512, 128, 64, 192, 256, 576, 1024)
+QUICK_CHANNELS = (512,)
+DTYPES = (torch.bfloat16, torch.float32)
+SEQUENCE = 4096
+TENSOR_BYTES = 256 * MIB
+BLOCK_ELEMENTS = (1024, 2048, 4096, 8192, 16384)
+NUM_WARPS = (2, 4, 8, 16)
+# Cuts the 20 (elements, warps) pairs to 16 by dropping 2 and 128 elements per thread, extremes that under-fill
+# the 16-byte loads or hold a whole program's tile in few threads, so the sweep fits in about six minutes.
+ELEMENTS_PER_THREAD = (4, 64)
+# A 64-channel tile is a whole 128-byte line in BF16; narrower channel tiles split lines.
+MIN_CHANNEL_TILE = 64
+DEFAULT_TIME_BUDGET_S = 360.0
+WARMUP_MS = 5.0
+REP_MS = 20.0
+
+
+def pair_counts(channels: int, quick: bool) -> list[int]:
+    """Pair counts swept for a channel count: 1, 16, 32 and all channels rotated, where they fit."""
+    wanted = {32} if quick else {1, 16, 32, channels // 2}
+    return sorted(pairs for pairs in wanted if pairs <= channels // 2)
+
+
+def channel_tiles(channels: int, pairs: int, default_width: int) -> list[int]:
+    """Channel tile widths swept for one group.
+
+    The kernel covers a row with copy tiles and rotary tiles of one width, so two widths bracket the choice: the
+    narrowest power of two that holds the rotary block (at least ``MIN_CHANNEL_TILE``) and the whole row. The
+    current heuristic's width is added when it is neither.
+    """
+    whole_row = 1 << (channels - 1).bit_length()
+    rotary = min(max(1 << (2 * pairs - 1).bit_length(), MIN_CHANNEL_TILE), whole_row)
+    return sorted({rotary, whole_row, default_width})
+
+
+def candidate_configs(rope: ModuleType, channels: int, pairs: int, default: Any) -> list[Any]:
+    """The grid of one group, the current heuristic's choice first.
+
+    Args:
+        rope: the ``impl.rope_triton`` module.
+        channels: channels of the values.
+        pairs: rotary pairs.
+        default: what ``_launch_config`` chooses for this shape.
+
+    Returns:
+        ``_LaunchConfig`` instances, each once.
+    """
+    configs = [default]
+    for block_channels in channel_tiles(channels, pairs, default.block_channels):
+        for elements in BLOCK_ELEMENTS:
+            for num_warps in NUM_WARPS:
+                per_thread = elements // (32 * num_warps)
+                if elements >= block_channels and ELEMENTS_PER_THREAD[0] <= per_thread <= ELEMENTS_PER_THREAD[1]:
+                    config = rope._LaunchConfig(
+                        block_rows=elements // block_channels, block_channels=block_channels, num_warps=num_warps
+                    )
+                    if config not in configs:
+                        configs.append(config)
+    return configs
+
+
+@contextlib.contextmanager
+def forced_config(rope: ModuleType, config: Any) -> Iterator[None]:
+    """Makes the launcher use ``config`` for every shape until the block ends."""
+    original = rope._launch_config
+    rope._launch_config = lambda rows, channels, pairs, element_size: config
+    try:
+        yield
+    finally:
+        rope._launch_config = original
+
+
+def _config_json(config: Any) -> dict[str, int]:
+    return dataclasses.asdict(config)
+
+
+def _config_label(config: dict[str, int]) -> str:
+    return f"R{config['block_rows']} K{config['block_channels']} w{config['num_warps']}"
+
+
+def sweep_group(
+    rope: ModuleType, values: torch.Tensor, pairs: int, copy: Timing, timer: GpuTimer, clock: Clock
+) -> dict[str, Any]:
+    """Times every candidate configuration of one (channels, pairs, dtype) group.
+
+    A configuration whose output differs in any bit from the current heuristic's output is recorded with an error
+    and left out of the choice: every valid configuration computes the same roundings.
+
+    Args:
+        rope: the ``impl.rope_triton`` module.
+        values: ``[1, SEQUENCE, heads, channels]``.
+        pairs: rotary pairs.
+        copy: time of ``clone()`` of ``values``.
+        timer: times each configuration.
+        clock: stops the group early, marking it incomplete, once the time budget is spent.
+
+    Returns:
+        The group's JSON row.
+    """
+    channels = values.shape[-1]
+    rows = values.numel() // channels
+    angles = torch.rand(1, SEQUENCE, pairs, device="cuda") * 6.2831853 - 3.1415927
+    default = rope._launch_config(rows, channels, pairs, values.element_size())
+    reference = rope.apply_rope_triton(values, angles)
+    results = []
+    complete = True
+    for config in candidate_configs(rope, channels, pairs, default):
+        if clock.expired():
+            complete = False
+            break
+        entry: dict[str, Any] = {**_config_json(config), "times_ms": None, "ratio_to_copy": None, "error": None}
+        try:
+            with forced_config(rope, config):
+                if not torch.equal(rope.apply_rope_triton(values, angles), reference):
+                    raise ValueError("output differs from the current heuristic's output")
+                timing = timer.time(lambda: rope.apply_rope_triton(values, angles))
+            entry["times_ms"] = timing.to_json()
+            entry["ratio_to_copy"] = timing.median_ms / copy.median_ms
+        except Exception as error:  # an unlaunchable configuration (too many registers, say) is data, not a crash
+            entry["error"] = short_error(error)
+        results.append(entry)
+    timed = [entry for entry in results if entry["ratio_to_copy"] is not None]
+    best = min(timed, key=lambda entry: entry["ratio_to_copy"], default=None)
+    chosen = results[0] if results else None  # candidate_configs puts the current choice first
+    default_over_best = None
+    if best is not None and chosen is not None and chosen["ratio_to_copy"] is not None:
+        default_over_best = chosen["ratio_to_copy"] / best["ratio_to_copy"]
+    return {
+        "channels": channels,
+        "pairs": pairs,
+        "dtype": str(values.dtype).removeprefix("torch."),
+        "shape": list(values.shape),
+        "rows": rows,
+        "tensor_bytes": values.numel() * values.element_size(),
+        "copy_ms": copy.to_json(),
+        "default": _config_json(default),
+        "default_ratio_to_copy": None if chosen is None else chosen["ratio_to_copy"],
+        "best": None if best is None else {k: best[k] for k in ("block_rows", "block_channels", "num_warps")},
+        "best_ratio_to_copy": None if best is None else best["ratio_to_copy"],
+        "default_over_best": default_over_best,
+        "complete": complete,
+        "configs": results,
+    }
+
+
+def format_group(row: dict[str, Any]) -> str:
+    """One summary line: the best configuration and the current choice, each as a multiple of the copy time."""
+    dtype = row["dtype"].replace("bfloat", "bf").replace("float", "fp")
+    head = f"C={row['channels']:<5} P={row['pairs']:<4} {dtype:<5}"
+    if row["best"] is None:
+        errors = {entry["error"] for entry in row["configs"] if entry["error"]}
+        return f"{head} no configuration ran: {'; '.join(sorted(errors)) or 'time budget spent'}"
+    line = f"{head} best {_config_label(row['best']):<16} {row['best_ratio_to_copy']:.3f}x copy"
+    default = f"default {_config_label(row['default']):<16}"
+    if row["default_over_best"] is None:
+        line += f"   {default} did not run"
+    else:
+        line += f"   {default} {row['default_ratio_to_copy']:.3f}x copy (+{100 * (row['default_over_best'] - 1):.1f}%)"
+    return line + ("" if row["complete"] else "   [incomplete: time budget]")
+
+
+def plan(quick: bool) -> Iterator[tuple[int, torch.dtype, int]]:
+    """The (channels, dtype, pairs) groups in the order they are swept."""
+    for channels in QUICK_CHANNELS if quick else CHANNELS:
+        for dtype in DTYPES[:1] if quick else DTYPES:
+            for pairs in pair_counts(channels, quick):
+                yield channels, dtype, pairs
+
+
+def make_values(channels: int, dtype: torch.dtype) -> torch.Tensor:
+    """Random values ``[1, SEQUENCE, heads, channels]`` with as many heads as fit in ``TENSOR_BYTES``."""
+    heads = max(1, TENSOR_BYTES // (SEQUENCE * channels * dtype.itemsize))
+    return torch.randn(1, SEQUENCE, heads, channels, dtype=dtype, device="cuda")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parses the command line."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.sweep", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="folder for the JSON")
+    parser.add_argument("--quick", action="store_true", help="512 channels, 32 pairs, bf16 only")
+    parser.add_argument(
+        "--time-budget",
+        type=float,
+        default=DEFAULT_TIME_BUDGET_S,
+        metavar="SECONDS",
+        help="time no new configuration after this many seconds; the groups so far are kept (default: %(default)g)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the sweep and returns the exit status: 0 when done or stopped by the budget, 2 without CUDA."""
+    args = parse_args(argv)
+    if not cuda_available("benchmarks.sweep"):
+        return NO_CUDA_EXIT_CODE
+    from impl import rope_triton as rope
+
+    clock = Clock(args.time_budget)
+    timer = GpuTimer(warmup_ms=WARMUP_MS, rep_ms=REP_MS)
+    document = {
+        "schema": "rope-benchmark-sweep/1",
+        "status": "running",
+        "environment": environment(),
+        "settings": {
+            "argv": sys.argv[1:] if argv is None else list(argv),
+            "sequence": SEQUENCE,
+            "tensor_bytes_target": TENSOR_BYTES,
+            "block_elements": list(BLOCK_ELEMENTS),
+            "num_warps": list(NUM_WARPS),
+            "elements_per_thread": list(ELEMENTS_PER_THREAD),
+            "min_channel_tile": MIN_CHANNEL_TILE,
+            "warmup_ms": WARMUP_MS,
+            "rep_ms": REP_MS,
+            "quantiles": list(QUANTILES),
+            "pad_bytes": GpuTimer.PAD_BYTES,
+            "pad_ms": timer.pad_ms,
+            "time_budget_s": args.time_budget,
+        },
+        "rows": [],
+    }
+    results = ResultFile(args.out, "sweep", document)
+    clock.log(f"writing {results.path}")
+    status = "complete"
+    values = None
+    try:
+        for channels, dtype, pairs in plan(args.quick):
+            if clock.expired():
+                status = f"stopped: time budget of {args.time_budget:g} s spent"
+                break
+            if values is None or values.shape[-1] != channels or values.dtype != dtype:
+                values = make_values(channels, dtype)
+                copy = timer.time(values.clone)
+            row = sweep_group(rope, values, pairs, copy, timer, clock)
+            results.add_row(row)
+            clock.log(format_group(row))
+    except KeyboardInterrupt:
+        status = "interrupted"
+    results.finish(status)
+    print(f"\nbest launch configuration per group ({status}):")
+    for row in document["rows"]:
+        print(format_group(row))
+    clock.log(f"wrote {results.path}")
+    return 130 if status == "interrupted" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -100,8 +100,9 @@ def assert_bits(
     values: torch.Tensor | None = None,
     allow: tuple[str, ...] = (),
 ) -> ulp.BitDifferences:
-    """Compare bits, record, and fail on a real mismatch or on a NaN-bit/signed-zero difference not in ``allow``."""
-    actual, expected = actual.detach().cpu().contiguous(), expected.detach().cpu().contiguous()
+    """Compare bits, record, and fail on a real mismatch or on a NaN-bit/signed-zero difference not in ``allow``.
+
+    The comparison runs where the tensors are (the GPU for eager comparisons of full-size tensors)."""
     diffs = ulp.compare_bits(actual, expected)
     detail = describe_mismatch(diffs.first_mismatch_index, actual, expected, values) if diffs.mismatches else ""
     record(ulp_drift, comparison, case, device, diffs, allowed=",".join(allow), detail=detail)
@@ -132,7 +133,7 @@ def describe_mismatch(
 
 
 def _hex(tensor: torch.Tensor, coordinates: tuple[int, ...]) -> str:
-    element = tensor.detach().cpu()[coordinates]
+    element = tensor.detach()[coordinates].cpu()
     width = 4 if tensor.element_size() == 2 else 8
     bits = int(element.reshape(1).view(INTEGER_VIEW[tensor.dtype]).item()) & ((1 << (4 * width)) - 1)
     return f"0x{bits:0{width}X}({float(element):.9g})"

@@ -222,6 +222,8 @@ class UlpDriftSession:
         self._worker_reports: dict[str, Report] = {}
         self._silent_workers: dict[str, str] = {}
         self.report: Report | None = None
+        self.unfinished = 0
+        self._finished_tests: set[str] = set()
         self.comparison: BaselineComparison | None = None
         self.written: list[Path] = []
         self.errors: list[str] = []
@@ -270,12 +272,38 @@ class UlpDriftSession:
         for record in self._pending.pop(nodeid, []):
             self._local[record.key] = dataclasses.replace(record, outcome=outcome)
 
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+        """On an xdist worker: attaches the test's finished records to its teardown report, so that they reach the
+        controller as each test ends and an interrupted run (a time limit on a GPU runner) still reports them."""
+        made = yield
+        if not self.is_worker or call.when != "teardown" or item.nodeid not in self._pending:
+            return
+        report = made.get_result()
+        outcome = "failed" if report.failed else self._outcomes.get(item.nodeid, "unknown")
+        report.ulp_drift_records = [
+            dataclasses.replace(r, outcome=outcome).to_json() for r in self._pending[item.nodeid]
+        ]
+        report.ulp_drift_histogram_edges = self.histogram_edges
+
+    def _take_streamed(self, report: pytest.TestReport) -> None:
+        """On the controller: keeps the records a worker attached to a teardown report."""
+        edges = getattr(report, "ulp_drift_histogram_edges", None)
+        if edges is not None:
+            self.histogram_edges = merge_edges(self.histogram_edges, [float(e) for e in edges], report.nodeid)
+        for data in getattr(report, "ulp_drift_records", None) or ():
+            record = CaseRecord.from_json(data)
+            self._local[record.key] = record
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Tracks each test's outcome over its phases; a failure in any phase sticks."""
+        if not self.is_worker:
+            self._take_streamed(report)
         outcome = _phase_outcome(report)
         if outcome is not None and self._outcomes.get(report.nodeid) != "failed":
             self._outcomes[report.nodeid] = outcome
         if report.when == "teardown":
+            self._finished_tests.add(report.nodeid)
             self._finish(report.nodeid)
 
     def local_report(self) -> Report:
@@ -310,6 +338,12 @@ class UlpDriftSession:
         if self.is_worker:
             self.config.workeroutput[WORKEROUTPUT_KEY] = self.local_report().to_json()  # type: ignore[attr-defined]
             return
+        # An interrupt (a time limit's SIGINT, -x) can end an xdist run with a normal exit status: compare counts.
+        self.unfinished = max(0, session.testscollected - len(self._finished_tests))
+        if session.exitstatus == pytest.ExitCode.INTERRUPTED and not self.unfinished:
+            self.unfinished = -1
+        if self.unfinished:
+            self._fail(session)  # a gate that did not run every test must not pass
         try:
             self.report = self._merged_report()
         except ReportError as error:
@@ -344,6 +378,10 @@ class UlpDriftSession:
         )
         command = shlex.join(["pytest", *self.config.invocation_params.args])
         merged.metadata = run_metadata(command, self.config.rootpath)
+        if self.unfinished:
+            merged.metadata["interrupted"] = True
+            if self.unfinished > 0:
+                merged.metadata["tests_not_run"] = self.unfinished
         if workers or self._silent_workers:
             merged.metadata["xdist_workers"] = workers
             merged.metadata["workers_without_data"] = sorted(self._silent_workers)

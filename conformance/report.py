@@ -676,10 +676,14 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right:
 
 
 def verdict_status(report: Report, comparison: BaselineComparison | None = None) -> str:
-    """Returns FAIL when the baseline gate fails, WARN on differences no comparison allows or on tests that did not
-    pass, PASS otherwise."""
+    """Returns FAIL when the baseline gate fails, INCOMPLETE for an interrupted run, NO DATA when nothing was recorded,
+    WARN on differences no comparison allows or on tests that did not pass, PASS otherwise."""
     if comparison is not None and comparison.failed:
         return "FAIL"
+    if report.metadata.get("interrupted"):
+        return "INCOMPLETE"
+    if not report.cases:
+        return "NO DATA"
     if any(r.unexpected_differences() or r.outcome != "passed" for r in report.cases.values()):
         return "WARN"
     return "PASS"
@@ -698,6 +702,8 @@ def verdict(report: Report, comparison: BaselineComparison | None = None) -> str
     not_passed = sum(r.outcome != "passed" for r in cases)
     if not_passed:
         text += f", {not_passed} from tests not passed"
+    if report.metadata.get("interrupted"):
+        text += f"; run interrupted, {report.metadata.get('tests_not_run', 'some')} tests not run"
     if comparison is None:
         baseline = "no baseline"
     else:

@@ -127,36 +127,40 @@ class BitDifferences:
 def compare_bits(actual: torch.Tensor, expected: torch.Tensor) -> BitDifferences:
     """Compare two tensors bit for bit and classify the differences.
 
+    Works on the tensors' own device (a GPU suite compares full-size tensors without copying them to the host) and
+    in their own integer width; only the mismatching elements are widened to compute distances.
+
     Args:
         actual: bfloat16, float16 or float32 tensor, any strides (compared in row-major order).
-        expected: tensor of the same dtype and shape.
+        expected: tensor of the same dtype, shape and device.
 
     Returns:
         The counts, see :class:`BitDifferences`.
 
     Raises:
-        TypeError: unsupported dtype. ValueError: dtype or shape differ.
+        TypeError: unsupported dtype. ValueError: dtype, shape or device differ.
     """
     fmt = _check_pair(actual, expected)
-    bits_actual = _unsigned_bits(actual, fmt)
-    bits_expected = _unsigned_bits(expected, fmt)
+    if actual.device != expected.device:
+        raise ValueError(f"tensors must be on one device: {actual.device} vs {expected.device}")
+    flat_actual = actual.detach().contiguous().reshape(-1)
+    flat_expected = expected.detach().contiguous().reshape(-1)
+    bits_actual = flat_actual.view(fmt.integer_dtype)
+    bits_expected = flat_expected.view(fmt.integer_dtype)
     differ = bits_actual != bits_expected
-    both_nan = (torch.isnan(actual.detach().cpu()) & torch.isnan(expected.detach().cpu())).reshape(-1)
+    if not bool(differ.any()):
+        return BitDifferences(flat_actual.numel(), 0, 0, 0, 0, None)
+    both_nan = torch.isnan(flat_actual) & torch.isnan(flat_expected)
     magnitude_mask = (1 << (fmt.bits - 1)) - 1
     both_zero = ((bits_actual & magnitude_mask) == 0) & ((bits_expected & magnitude_mask) == 0)
     real = differ & ~both_nan & ~both_zero
     mismatch_indices = torch.nonzero(real).reshape(-1)
     max_distance = 0
     if mismatch_indices.numel():
-        keys_actual = _ordered_keys(bits_actual[mismatch_indices], fmt)
-        keys_expected = _ordered_keys(bits_expected[mismatch_indices], fmt)
-        any_nan = (
-            torch.isnan(actual.detach().cpu()).reshape(-1)[mismatch_indices]
-            | torch.isnan(expected.detach().cpu()).reshape(-1)[mismatch_indices]
-        )
-        max_distance = INFINITE_DISTANCE if bool(any_nan.any()) else int((keys_actual - keys_expected).abs().max())
+        picked_actual, picked_expected = flat_actual[mismatch_indices].cpu(), flat_expected[mismatch_indices].cpu()
+        max_distance = int(distance(picked_actual, picked_expected).max())
     return BitDifferences(
-        elements=bits_actual.numel(),
+        elements=flat_actual.numel(),
         mismatches=int(mismatch_indices.numel()),
         nan_bit_differences=int((differ & both_nan).sum()),
         signed_zero_differences=int((differ & both_zero).sum()),

@@ -336,6 +336,25 @@ def test_xdist_worker_that_dies_is_reported(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["WARNING: xdist worker gw* sent no ulp-drift data*; its cases are missing"])
     metadata = json.loads((project.path / "out" / "ulp-drift.json").read_text(encoding="utf-8"))["metadata"]
     assert len(metadata["workers_without_data"]) == 1
+    # Records travel on each test's teardown report, so the dead worker's finished tests are not lost with it.
+    assert ALL_KEYS <= set(load_cases(project.path / "out" / "ulp-drift.json"))
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_stopped_run_is_incomplete_and_fails(project: pytest.Pytester, workers: list[str]) -> None:
+    project.makepyfile(test_aaa_stop="def test_stops_the_run():\n    assert False, 'stop here'\n")
+    result = project.runpytest_subprocess(*workers, "-x", "--ulp-report", "out")
+    assert result.ret in (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED)  # xdist reports -x as the latter
+    result.stdout.fnmatch_lines(["ulp-drift verdict: INCOMPLETE*run interrupted*"])
+    metadata = json.loads((project.path / "out" / "ulp-drift.json").read_text(encoding="utf-8"))["metadata"]
+    assert metadata["interrupted"] is True
+
+
+def test_run_without_records_says_no_data(project: pytest.Pytester) -> None:
+    project.makepyfile(test_fake="def test_plain():\n    pass\n")
+    result = project.runpytest("--ulp-report", "out")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["ulp-drift verdict: NO DATA*"])
 
 
 def test_merge_two_shards(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:

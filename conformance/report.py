@@ -693,12 +693,19 @@ def verdict(report: Report, comparison: BaselineComparison | None = None) -> str
     """Returns the one-line verdict: status, how the cases differ, and the baseline outcome.
 
     "allowed-only" cases differ only in kinds their comparison allows; "unexpected" ones differ in another kind.
+    Records that carry an error summary (elementwise or norm-wise, e.g. ``fused-vs-truth``) are error measurements,
+    not bit comparisons, and are counted apart rather than as bit-exact.
     """
     cases = list(report.cases.values())
-    exact = sum(not r.differences() for r in cases)
+    bit_cases = [r for r in cases if r.elementwise is None and r.normwise is None]
+    exact = sum(not r.differences() for r in bit_cases)
     unexpected = sum(bool(r.unexpected_differences()) for r in cases)
-    allowed_only = len(cases) - exact - unexpected
-    text = f"{len(cases)} cases: {exact} bit-exact, {allowed_only} allowed-only, {unexpected} unexpected"
+    allowed_only = len(bit_cases) - exact - sum(bool(r.unexpected_differences()) for r in bit_cases)
+    measured = len(cases) - len(bit_cases)
+    text = (
+        f"{len(cases)} cases: {exact} bit-exact, {allowed_only} allowed-only, {unexpected} unexpected,"
+        f" {measured} error measurements"
+    )
     not_passed = sum(r.outcome != "passed" for r in cases)
     if not_passed:
         text += f", {not_passed} from tests not passed"

@@ -84,8 +84,17 @@ PROBES = [
 ]
 
 
+OPERATOR = '"dsv41_rope::rotate"'
+
+
 def _load(source: str, directory: pathlib.Path, name: str):
-    """Import ``source`` as a fresh module from a file (Triton reads kernel source through ``inspect``)."""
+    """Import ``source`` as a fresh module from a file (Triton reads kernel source through ``inspect``).
+
+    The copy registers its launch operator under its own namespace: PyTorch operators are global, and a copy that
+    reused ``dsv41_rope::rotate`` would replace the real module's implementation for the rest of the session.
+    """
+    assert source.count(OPERATOR) == 1, f"the operator name {OPERATOR} is no longer in {SOURCE.name}: update this test"
+    source = source.replace(OPERATOR, f'"{name}::rotate"')
     path = directory / f"{name}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(name, path)

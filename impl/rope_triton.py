@@ -246,6 +246,18 @@ def _rotate_into(output: torch.Tensor, values: torch.Tensor, table: torch.Tensor
     )
 
 
+if HAVE_TRITON:
+    # The launch as a PyTorch operator: torch.compile treats it as one opaque node (no graph break, no tracing into
+    # Triton's launcher) and its fake implementation gives the output's metadata without running the kernel.
+    @torch.library.custom_op("dsv41_rope::rotate", mutates_args=())
+    def _rotate_op(values: torch.Tensor, frequencies: torch.Tensor, negate_sin: bool) -> torch.Tensor:
+        return _launch(values, frequencies, negate_sin)
+
+    @_rotate_op.register_fake
+    def _rotate_op_fake(values: torch.Tensor, frequencies: torch.Tensor, negate_sin: bool) -> torch.Tensor:
+        return torch.empty(values.shape, dtype=values.dtype, device=values.device)
+
+
 class _FusedRope(torch.autograd.Function):
     """Autograd wrapper: the backward is the same one-pass rotation by the conjugate, itself differentiable."""
 
@@ -254,7 +266,7 @@ class _FusedRope(torch.autograd.Function):
         """Rotate ``values`` by ``frequencies`` (conjugated when ``inverse``); see :func:`_launch`."""
         ctx.save_for_backward(frequencies)
         ctx.inverse = inverse
-        return _launch(values, frequencies, negate_sin=inverse)
+        return _rotate_op(values, frequencies, inverse)
 
     @staticmethod
     def backward(ctx: object, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device-tool call on the H200: parity, the full conformance suite with its report and baseline, benchmarks.
-# Usage (repository root, on the GPU machine): bash scripts/h200_session.sh OUT_DIR [parity|suite|bench ...]
+# Usage (repository root, on the GPU machine): bash scripts/h200_session.sh OUT_DIR [parity|suite|sanitize|bench ...]
 # Wheels for pytest/pytest-xdist travel in .whl (the machine has no network); see README "GPU runs".
 set -uo pipefail
 out=${1:?usage: h200_session.sh OUT_DIR [steps]}; shift
@@ -28,6 +28,9 @@ for step in $steps; do
                    --junitxml "$out/junit.xml" > "$out/suite.log" 2>&1 || status=1
                grep -E "^(FAILED|ERROR)" "$out/suite.log" | cut -c1-300 | head -40
                grep -vE "^SKIPPED|^FAILED|^ERROR|^\.|^$|^[sF.E]+ +\[" "$out/suite.log" | tail -40 ;;
+        sanitize) timeout 300 compute-sanitizer --tool memcheck --error-exitcode 1 python3 scripts/sanitize_probe.py \
+                      > "$out/sanitize.log" 2>&1 || status=1
+                  tail -5 "$out/sanitize.log" ;;
         bench) timeout 400 python3 -m benchmarks.run --out "$out/bench" --time-budget 300 > "$out/bench.log" 2>&1 || status=1
                tail -40 "$out/bench.log" ;;
         *) echo "unknown step $step"; status=2 ;;

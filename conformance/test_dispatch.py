@@ -116,3 +116,11 @@ def test_empty_sequence(rope, device):
     output = rope.apply_rope_triton(values, angles)
     assert output.shape == values.shape
     assert torch.equal(_bits(output), _bits(rope._apply_rope_torch(values, angles)))
+
+
+def test_more_rows_than_the_kernel_indexes_take_the_eager_path(rope, device):
+    # An expanded view has 2**32 rows without the memory; the kernel's 32-bit row index could not reach them.
+    values = torch.zeros((1, 1, 1, 2), device=device).expand(2**16, 2**16, 1, 2)
+    angles = torch.zeros((1, 2**16, 1), device=device)
+    assert values.numel() // 2 > rope._MAX_ROWS
+    assert not rope._uses_fused_kernel(values, angles)

@@ -47,10 +47,7 @@ MUTATIONS = {
         "return 0.0 - x",
     ),
     "rotary-block-one-pair-early": ("        channels - 2 * pairs,\n", "        channels - 2 * pairs - 2,\n"),
-    "sequence-and-head-strides-swapped": (
-        "position * stride_sequence + head * stride_head",
-        "position * stride_head + head * stride_sequence",
-    ),
+    "head-read-with-sequence-stride": ("head.to(tl.int64) * stride_head", "head.to(tl.int64) * stride_sequence"),
     "inverse-ignored": ("            if NEGATE_SIN:\n", "            if False:\n"),
     "backward-without-conjugate": (
         "return _FusedRope.apply(grad_output, frequencies, not ctx.inverse), None, None",

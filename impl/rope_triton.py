@@ -52,6 +52,8 @@ HAVE_TRITON: bool = bool(_HAVE_TRITON and _HAVE_TRITON_LANGUAGE)
 # A program moves about this many elements (BLOCK_R rows x BLOCK_K channels).
 _ELEMENTS_PER_PROGRAM = 4096
 _FUSED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+# Row indices are 32-bit in the kernel, with room for the last tile's masked rows.
+_MAX_ROWS = 2**31 - 1 - _ELEMENTS_PER_PROGRAM
 
 # Triton reads TRITON_INTERPRET when a kernel is defined; this is the same truth test it applies.
 _INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on", "y")
@@ -111,13 +113,15 @@ if HAVE_TRITON:
         BLOCK_R: tl.constexpr,
         BLOCK_K: tl.constexpr,
     ):
-        # 64-bit row offsets: rows * channels exceeds 2**31 for the large tensors of long sequences.
-        row = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+        # Rows are decomposed in 32 bits (the launcher keeps rows below 2**31; a 64-bit division is a long software
+        # routine), element offsets are 64-bit: rows * channels exceeds 2**31 for long sequences.
+        row = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
         head = row % heads
         position = (row // heads) % sequence
         batch = row // heads // sequence
-        source = values_ptr + (batch * stride_batch + position * stride_sequence + head * stride_head)[:, None]
-        target = output_ptr + (row * channels)[:, None]
+        offset = batch.to(tl.int64) * stride_batch + position.to(tl.int64) * stride_sequence
+        source = values_ptr + (offset + head.to(tl.int64) * stride_head)[:, None]
+        target = output_ptr + (row.to(tl.int64) * channels)[:, None]
         # Channel tiles [0, copy_tiles) cover the copied channels, the rest cover the rotary block from its start,
         # so a rotary tile always begins on a whole pair.
         copy_tiles = tl.cdiv(pair_offset, BLOCK_K)
@@ -221,6 +225,8 @@ def _rotate_into(output: torch.Tensor, values: torch.Tensor, table: torch.Tensor
         stride_sequence = stride_sequence if sequence > 1 else stride_batch
         batch, sequence = 1, batch * sequence
     rows = batch * sequence * heads
+    if rows > _MAX_ROWS:  # _uses_fused_kernel sends such tensors to the eager path; this guards direct callers
+        raise ValueError(f"the kernel indexes rows in 32 bits: {rows} rows (values {_describe(values)}) is too many")
     config = _launch_config(rows, channels, pairs, values.element_size())
     grid = (
         triton.cdiv(rows, config.block_rows),
@@ -357,7 +363,8 @@ def _uses_fused_kernel(values: torch.Tensor, angles: torch.Tensor) -> bool:
     on_kernel_device = values.is_cuda or (_INTERPRETED and values.device.type == "cpu")
     indexable_angles = angles.dim() == 3 or (values.dim() == 3 and angles.dim() in (1, 2))
     return (
-        HAVE_TRITON
+        values.numel() // max(values.shape[-1], 1) <= _MAX_ROWS
+        and HAVE_TRITON
         and on_kernel_device
         and values.dtype in _FUSED_DTYPES
         and angles.dtype == torch.float32

@@ -675,6 +675,9 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right:
     ]
 
 
+MARKDOWN_MAX_LISTED = 50
+
+
 def verdict_status(report: Report, comparison: BaselineComparison | None = None) -> str:
     """Returns FAIL when the baseline gate fails, INCOMPLETE for an interrupted run, NO DATA when nothing was recorded,
     WARN on differences no comparison allows or on tests that did not pass, PASS otherwise."""
@@ -760,17 +763,19 @@ def render_terminal(
         tolerance = f"tolerance {format_number(comparison.ulp_tolerance)} ulp"
         tolerance += f", {format_number(comparison.fraction_tolerance)} correctly-rounded fraction"
         lines.append(f"baseline: {_baseline_origin(comparison)}; {tolerance}")
-        listed_new = 0
+        # Every regression is listed; new and missing cases (a -k run misses most of a baseline) up to max_listed.
+        listed = {"new": 0, "missing": 0}
         for delta in comparison.deltas():
-            if delta.status == "new":
-                listed_new += 1
-                if listed_new > max_listed:
+            if delta.status in listed:
+                listed[delta.status] += 1
+                if listed[delta.status] > max_listed:
                     continue
             lines.append(f"{delta.status.upper():<10} {delta.key}")
             if delta.changes:
                 lines.append("           " + "; ".join(change.describe() for change in delta.changes))
-        if listed_new > max_listed:
-            lines.append(f"... and {listed_new - max_listed} more new cases (listed in {MARKDOWN_NAME})")
+        for status, count in listed.items():
+            if count > max_listed:
+                lines.append(f"... and {count - max_listed} more {status} cases (not listed here)")
         if comparison.missing and not comparison.strict:
             lines.append("missing cases are not a failure; --ulp-baseline-strict makes them one")
     lines.append(verdict(report, comparison))
@@ -846,8 +851,18 @@ def render_markdown(report: Report, comparison: BaselineComparison | None = None
         ]
         deltas = comparison.deltas()
         if deltas:
-            rows = [[d.status, f"`{d.key}`", "; ".join(c.describe() for c in d.changes) or "-"] for d in deltas]
+            # Regressions in full; new and missing cases are capped so a -k run's page stays readable.
+            shown = [d for d in deltas if d.status not in ("new", "missing")]
+            capped = {}
+            for status in ("missing", "new"):
+                of_status = [d for d in deltas if d.status == status]
+                shown += of_status[:MARKDOWN_MAX_LISTED]
+                capped[status] = len(of_status) - len(of_status[:MARKDOWN_MAX_LISTED])
+            rows = [[d.status, f"`{d.key}`", "; ".join(c.describe() for c in d.changes) or "-"] for d in shown]
             lines += markdown_table(("status", "case", "worse than baseline"), rows)
+            for status, count in capped.items():
+                if count:
+                    lines += ["", f"... and {count} more {status} cases (not listed here)."]
         else:
             lines.append("Same cases as the baseline, none worse.")
         lines.append("")

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One device-tool call on the H200: parity, the full conformance suite with its report and baseline, benchmarks.
-# Usage (repository root, on the GPU machine): bash scripts/h200_session.sh OUT_DIR [parity|suite|sanitize|bench ...]
+# Usage (repository root, on the GPU machine): bash scripts/h200_session.sh OUT_DIR [contraction|parity|suite|sanitize|bench ...]
 # Wheels for pytest/pytest-xdist travel in .whl (the machine has no network); see README "GPU runs".
 set -uo pipefail
 out=${1:?usage: h200_session.sh OUT_DIR [steps]}; shift
-steps=${*:-parity suite bench}
+steps=${*:-contraction parity suite sanitize bench}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 if [ -d .whl ]; then
@@ -19,6 +19,8 @@ status=0
 for step in $steps; do
     start=$(date +%s)
     case "$step" in
+        contraction) python3 scripts/eager_contraction_probe.py --out "$out" > "$out/contraction.log" 2>&1 || status=1
+                     grep -E "model_misses\": [1-9]|SUMMARY" "$out/contraction.log" | head -30 ;;
         parity) python3 scripts/gpu_parity.py --out "$out" > "$out/parity.log" 2>&1 || status=1
                 grep -E "SUMMARY|fused_over_clone" "$out/parity.log" ;;
         # SIGINT well inside the device tool's 10-minute limit: pytest then still prints its failure summary and

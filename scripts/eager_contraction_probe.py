@@ -1,0 +1,112 @@
+"""Which FMA contraction does PyTorch's CUDA complex64 multiply use, per kernel path and per element?
+
+The kernel and the oracle follow ``real = fma(a, c, -(b*d))``, ``imag = fma(a, d, b*c)`` (the first product fused),
+measured on the H200 on the large, contiguous DeepSeek shapes. A kernel compiled by nvcc is one instantiation per
+code path, though: PyTorch's vectorized elementwise loop, its unrolled loop for a tensor's tail, and the strided
+loop for non-contiguous or broadcast operands are separate code and may contract ``a*c - b*d`` differently. This
+probe multiplies complex64 tensors of many sizes and layouts on the GPU and classifies every result against the
+candidate patterns, computed exactly on the CPU (``oracle.fma``):
+
+* ``first-fused``: real ``fma(a, c, -(b*d))``, imag ``fma(a, d, b*c)`` (the model);
+* ``second-fused``: real ``fma(-b, d, a*c)``, imag ``fma(b, c, a*d)``;
+* ``mixed``: real first-fused, imag second-fused (the stand-alone nvcc replica's pattern), and the reverse;
+* ``unfused``: both products rounded, then added.
+
+For each size and layout it prints how many elements each pattern explains (an element can match several) and the
+first and last indices that the model does not explain, so a tail-only deviation shows as indices near the end.
+Run on a CUDA machine from the repository root: ``python3 scripts/eager_contraction_probe.py [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from oracle.fma import fma32, multiply32  # noqa: E402
+
+SIZES = (1, 3, 7, 100, 127, 512, 1000, 4099, 65541, 1 << 20)
+
+
+def patterns(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(real, imag) of (a + ib)(c + id) under each contraction, exactly rounded as the GPU would."""
+    ac, bd, ad, bc = multiply32(a, c), multiply32(b, d), multiply32(a, d), multiply32(b, c)
+    first = (fma32(a, c, -bd), fma32(a, d, bc))
+    second = (fma32(-b, d, ac), fma32(b, c, ad))
+    return {
+        "first-fused": first,
+        "second-fused": second,
+        "real-first-imag-second": (first[0], second[1]),
+        "real-second-imag-first": (second[0], first[1]),
+        "unfused": ((ac - bd).astype(np.float32), (ad + bc).astype(np.float32)),
+    }
+
+
+def classify(product: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> dict:
+    """Per-pattern match counts for ``product = left * right`` (broadcast), all complex64, on the CPU."""
+    left, right = torch.broadcast_tensors(left, right)
+    a, b = left.real.contiguous().numpy(), left.imag.contiguous().numpy()
+    c, d = right.real.contiguous().numpy(), right.imag.contiguous().numpy()
+    real = product.real.contiguous().numpy().view(np.uint32).reshape(-1)
+    imag = product.imag.contiguous().numpy().view(np.uint32).reshape(-1)
+    counts, model_misses = {}, None
+    for name, (expected_real, expected_imag) in patterns(a, b, c, d).items():
+        same = (expected_real.view(np.uint32).reshape(-1) == real) & (expected_imag.view(np.uint32).reshape(-1) == imag)
+        counts[name] = int(same.sum())
+        if name == "first-fused":
+            model_misses = np.flatnonzero(~same)
+    return {
+        "elements": int(real.size),
+        "matches": counts,
+        "model_misses": int(model_misses.size),
+        "first_miss": int(model_misses[0]) if model_misses.size else None,
+        "last_miss": int(model_misses[-1]) if model_misses.size else None,
+    }
+
+
+def layouts(size: int, generator: torch.Generator) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Operand pairs that take different PyTorch kernel paths: contiguous, strided, broadcast."""
+
+    def draw(*shape: int) -> torch.Tensor:
+        return torch.randn((*shape, 2), generator=generator, device="cuda").view(torch.complex64).squeeze(-1)
+
+    wide = draw(size, 2)
+    return {
+        "contiguous": (draw(size), draw(size)),
+        "strided-left": (wide[:, 0], draw(size)),
+        "broadcast-right": (draw(size, 3), draw(size, 1)),
+        "broadcast-left-batch": (draw(3, size), draw(1, size)),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("eager_contraction_probe: no CUDA device", file=sys.stderr)
+        return 2
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    rows = []
+    for size in SIZES:
+        for layout, (left, right) in layouts(size, generator).items():
+            product = (left * right).cpu()
+            row = {"size": size, "layout": layout, **classify(product, left.cpu(), right.cpu())}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    misses = sum(r["model_misses"] for r in rows)
+    print(f"SUMMARY model misses {misses} of {sum(r['elements'] for r in rows)} elements", flush=True)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "eager_contraction.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -61,6 +61,8 @@ class Case:
     inverse: bool
     regime: str
     per_batch_angles: bool = False
+    # The interpreter's (CPU) size on every device: for checks that need many kernel compilations, not size.
+    small: bool = False
 
     @property
     def dtype(self) -> torch.dtype:
@@ -75,14 +77,15 @@ class Case:
         rank = len(self.shape.cpu)
         direction = "inverse" if self.inverse else "forward"
         angles = "-per-batch-angles" if self.per_batch_angles else ""
-        return f"{self.dtype_name}-{rank}d-{self.layout}-{self.shape_name}-{direction}-{self.regime}{angles}"
+        size = "-small" if self.small else ""
+        return f"{self.dtype_name}-{rank}d-{self.layout}-{self.shape_name}{size}-{direction}-{self.regime}{angles}"
 
     @property
     def seed(self) -> int:
         return zlib.crc32(self.id.encode())
 
     def values_shape(self, device: torch.device) -> tuple[int, ...]:
-        return self.shape.gpu if device.type == "cuda" else self.shape.cpu
+        return self.shape.gpu if device.type == "cuda" and not self.small else self.shape.cpu
 
 
 def all_cases(regimes: tuple[str, ...] = REGIMES) -> list[Case]:

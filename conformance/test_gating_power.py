@@ -67,17 +67,24 @@ INTERPRETER_ONLY = {
 }
 
 # The cases the checks run on: every dtype, both directions, odd channels, transposed and per-batch layouts, and
-# the value regimes where rounding, NaN and zero handling show.
+# the value regimes where rounding, NaN and zero handling show. Small shapes on every device: each mutant compiles
+# its kernels anew, and size adds nothing to what a mutation can show.
 PROBES = [
-    (checks.forward_matches_oracle, Case("fp32", "query", "contiguous", False, "normal")),
-    (checks.forward_matches_oracle, Case("fp32", "inverse-output", "transposed", True, "normal")),
-    (checks.forward_matches_oracle, Case("bf16", "query", "contiguous", False, "normal")),
-    (checks.forward_matches_oracle, Case("bf16", "odd-channels", "padded-rows", True, "tiny")),
-    (checks.forward_matches_oracle, Case("bf16", "batch3", "transposed", False, "special", per_batch_angles=True)),
-    (checks.forward_matches_oracle, Case("bf16", "batch3", "contiguous", True, "normal", per_batch_angles=True)),
-    (checks.forward_matches_oracle, Case("fp16", "index-query", "contiguous", True, "special")),
-    (checks.forward_matches_oracle, Case("fp32", "window-kv", "contiguous", False, "special")),
-    (checks.gradient_is_conjugate_rotation, Case("fp32", "query", "contiguous", False, "normal")),
+    (checks.forward_matches_oracle, Case("fp32", "query", "contiguous", False, "normal", small=True)),
+    (checks.forward_matches_oracle, Case("fp32", "inverse-output", "transposed", True, "normal", small=True)),
+    (checks.forward_matches_oracle, Case("bf16", "query", "contiguous", False, "normal", small=True)),
+    (checks.forward_matches_oracle, Case("bf16", "odd-channels", "padded-rows", True, "tiny", small=True)),
+    (
+        checks.forward_matches_oracle,
+        Case("bf16", "batch3", "transposed", False, "special", per_batch_angles=True, small=True),
+    ),
+    (
+        checks.forward_matches_oracle,
+        Case("bf16", "batch3", "contiguous", True, "normal", per_batch_angles=True, small=True),
+    ),
+    (checks.forward_matches_oracle, Case("fp16", "index-query", "contiguous", True, "special", small=True)),
+    (checks.forward_matches_oracle, Case("fp32", "window-kv", "contiguous", False, "special", small=True)),
+    (checks.gradient_is_conjugate_rotation, Case("fp32", "query", "contiguous", False, "normal", small=True)),
 ]
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device-tool call on the H200: parity, the full conformance suite with its report and baseline, benchmarks.
-# Usage (repository root, on the GPU machine): bash scripts/h200_session.sh OUT_DIR [contraction|parity|suite|sanitize|bench ...]
+# Usage (repository root, on the GPU machine): bash scripts/h200_session.sh OUT_DIR [contraction|parity|suite|sanitize|bench|candidates ...]
 # Wheels for pytest/pytest-xdist travel in .whl (the machine has no network); see README "GPU runs".
 set -uo pipefail
 out=${1:?usage: h200_session.sh OUT_DIR [steps]}; shift
@@ -33,6 +33,8 @@ for step in $steps; do
         sanitize) timeout 300 compute-sanitizer --tool memcheck --error-exitcode 1 python3 scripts/sanitize_probe.py \
                       > "$out/sanitize.log" 2>&1 || status=1
                   tail -5 "$out/sanitize.log" ;;
+        candidates) timeout 300 python3 -m benchmarks.candidates --out "$out" > "$out/candidates.log" 2>&1 || status=1
+                    tail -12 "$out/candidates.log" ;;
         bench) timeout 400 python3 -m benchmarks.run --out "$out/bench" --time-budget 300 > "$out/bench.log" 2>&1 || status=1
                tail -40 "$out/bench.log" ;;
         *) echo "unknown step $step"; status=2 ;;

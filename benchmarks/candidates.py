@@ -1,0 +1,151 @@
+"""Candidate kernel structures, measured against the production kernel before one of them replaces it.
+
+The production kernel (``impl.rope_triton``) gives each program a BLOCK_R x BLOCK_K tile of one channel range and
+decomposes its rows into (batch, position, head) per tile: with 64-channel tiles and 512 channels that index work is
+repeated eight times per row. The ``whole-rows`` candidate gives each program BLOCK_R complete rows instead, looping
+over the copied channels and then the rotary block: the row decomposition runs once per row and a program streams
+whole rows. Its numerics are the production kernel's own helpers (``_to_float32``, ``_from_float32``, ``_negate``,
+the same two ``tl.fma`` lines), and the runner checks every candidate's bits against the production kernel before
+timing it.
+
+Run on a CUDA machine from the repository root: ``python -m benchmarks.candidates [--out DIR]``. For each shape and
+dtype it prints the production kernel and each candidate configuration as multiples of a ``clone`` of the same
+tensor (cold L2, CUDA events: ``benchmarks.common.GpuTimer``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+from benchmarks.common import NO_CUDA_EXIT_CODE, GpuTimer, cuda_available, environment
+from impl.rope_triton import _from_float32, _negate, _to_float32, apply_rope_triton
+
+SHAPES = {
+    "query": (1, 4096, 64, 512),
+    "index-query": (1, 4096, 32, 128),
+    "window-kv": (1, 4096, 512),
+    "large": (1, 8192, 128, 1024),
+}
+PAIRS = 32
+# (rows per program, channel chunk, warps) for the whole-rows candidate.
+WHOLE_ROW_CONFIGS = ((4, 64, 2), (8, 64, 4), (16, 64, 4), (4, 128, 4), (8, 128, 4), (16, 128, 8), (32, 64, 8))
+
+
+@triton.jit
+def _whole_rows_kernel(
+    values_ptr,
+    frequencies_ptr,
+    output_ptr,
+    rows,
+    sequence,
+    heads,
+    channels,
+    pairs,
+    pair_offset,
+    stride_batch,
+    stride_sequence,
+    stride_head,
+    NEGATE_SIN: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    """The production kernel's arguments and arithmetic; a program owns BLOCK_R whole rows."""
+    row = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    head = row % heads
+    position = (row // heads) % sequence
+    batch = row // heads // sequence
+    offset = batch.to(tl.int64) * stride_batch + position.to(tl.int64) * stride_sequence
+    source = values_ptr + (offset + head.to(tl.int64) * stride_head)[:, None]
+    target = output_ptr + (row.to(tl.int64) * channels)[:, None]
+    row_ok = (row < rows)[:, None]
+    for start in range(0, pair_offset, BLOCK_K):
+        channel = start + tl.arange(0, BLOCK_K)
+        mask = row_ok & (channel < pair_offset)[None, :]
+        tl.store(target + channel[None, :], tl.load(source + channel[None, :], mask=mask), mask=mask)
+    frequency_row = frequencies_ptr + (position * (2 * pairs))[:, None]
+    for start in range(0, 2 * pairs, BLOCK_K):
+        local = start + tl.arange(0, BLOCK_K)
+        channel = pair_offset + local
+        mask = row_ok & (local < 2 * pairs)[None, :]
+        x = _to_float32(tl.load(source + channel[None, :], mask=mask, other=0.0))
+        x0, x1 = tl.split(tl.reshape(x, (BLOCK_R, BLOCK_K // 2, 2)))
+        frequency = tl.load(frequency_row + local[None, :], mask=mask, other=0.0)
+        cos, sin = tl.split(tl.reshape(frequency, (BLOCK_R, BLOCK_K // 2, 2)))
+        if NEGATE_SIN:
+            sin = _negate(sin)
+        real = tl.fma(x0, cos, _negate(x1 * sin))
+        imag = tl.fma(x0, sin, x1 * cos)
+        rotated = tl.reshape(tl.join(real, imag), (BLOCK_R, BLOCK_K))
+        tl.store(target + channel[None, :], _from_float32(rotated, output_ptr.dtype.element_ty), mask=mask)
+
+
+def whole_rows(values: torch.Tensor, angles: torch.Tensor, config: tuple[int, int, int]) -> torch.Tensor:
+    """The candidate's forward for contiguous values and angles ``[1, S, P]``, torch.polar included."""
+    block_rows, block_channels, num_warps = config
+    frequencies = torch.view_as_real(torch.polar(torch.ones_like(angles), angles)).contiguous()
+    heads = values.shape[2] if values.dim() == 4 else 1
+    rows = values.numel() // values.shape[-1]
+    channels, pairs = values.shape[-1], angles.shape[-1]
+    output = torch.empty_like(values)
+    _whole_rows_kernel[(triton.cdiv(rows, block_rows),)](
+        values,
+        frequencies,
+        output,
+        rows,
+        values.shape[1],
+        heads,
+        channels,
+        pairs,
+        channels - 2 * pairs,
+        values.stride(0),
+        values.stride(1),
+        values.stride(2) if values.dim() == 4 else 0,
+        NEGATE_SIN=False,
+        BLOCK_R=block_rows,
+        BLOCK_K=block_channels,
+        num_warps=num_warps,
+    )
+    return output
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="folder for candidates.json")
+    args = parser.parse_args(argv)
+    if not cuda_available("benchmarks.candidates"):
+        return NO_CUDA_EXIT_CODE
+    timer = GpuTimer(warmup_ms=25.0, rep_ms=100.0)
+    rows = []
+    for name, shape in SHAPES.items():
+        for dtype in (torch.bfloat16, torch.float32):
+            values = torch.randn(shape, device="cuda").to(dtype)
+            angles = torch.rand((1, shape[1], PAIRS), device="cuda") * 4096
+            reference = apply_rope_triton(values, angles)
+            copy = timer.time(values.clone).median
+            results = {"production": timer.time(lambda v=values, a=angles: apply_rope_triton(v, a)).median / copy}
+            for config in WHOLE_ROW_CONFIGS:
+                label = "whole-rows R{} K{} w{}".format(*config)
+                integer = torch.int16 if dtype == torch.bfloat16 else torch.int32
+                if not torch.equal(whole_rows(values, angles, config).view(integer), reference.view(integer)):
+                    results[label] = "bits differ"
+                    continue
+                results[label] = timer.time(lambda v=values, a=angles, c=config: whole_rows(v, a, c)).median / copy
+            row = {"shape": name, "dtype": str(dtype).removeprefix("torch."), "copy_ms": copy, "x_copy": results}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            del values, reference
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "candidates.json").write_text(json.dumps({"environment": environment(), "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

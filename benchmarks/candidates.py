@@ -4,9 +4,8 @@ The production kernel (``impl.rope_triton``) gives each program a BLOCK_R x BLOC
 decomposes its rows into (batch, position, head) per tile: with 64-channel tiles and 512 channels that index work is
 repeated eight times per row. The ``whole-rows`` candidate gives each program BLOCK_R complete rows instead, looping
 over the copied channels and then the rotary block: the row decomposition runs once per row and a program streams
-whole rows. Its numerics are the production kernel's own helpers (``_to_float32``, ``_from_float32``, ``_negate``,
-the same two ``tl.fma`` lines), and the runner checks every candidate's bits against the production kernel before
-timing it.
+whole rows. Its numerics are the production kernel's own ``_rotate_tile``, and the runner checks every candidate's
+bits against the production kernel before timing it.
 
 Run on a CUDA machine from the repository root: ``python -m benchmarks.candidates [--out DIR]``. For each shape and
 dtype it prints the production kernel and each candidate configuration as multiples of a ``clone`` of the same
@@ -25,7 +24,7 @@ import triton
 import triton.language as tl
 
 from benchmarks.common import NO_CUDA_EXIT_CODE, GpuTimer, cuda_available, environment
-from impl.rope_triton import _from_float32, _negate, _to_float32, apply_rope_triton
+from impl.rope_triton import _rotate_tile, apply_rope_triton
 
 SHAPES = {
     "query": (1, 4096, 64, 512),
@@ -72,18 +71,10 @@ def _whole_rows_kernel(
     frequency_row = frequencies_ptr + (position * (2 * pairs))[:, None]
     for start in range(0, 2 * pairs, BLOCK_K):
         local = start + tl.arange(0, BLOCK_K)
-        channel = pair_offset + local
         mask = row_ok & (local < 2 * pairs)[None, :]
-        x = _to_float32(tl.load(source + channel[None, :], mask=mask, other=0.0))
-        x0, x1 = tl.split(tl.reshape(x, (BLOCK_R, BLOCK_K // 2, 2)))
-        frequency = tl.load(frequency_row + local[None, :], mask=mask, other=0.0)
-        cos, sin = tl.split(tl.reshape(frequency, (BLOCK_R, BLOCK_K // 2, 2)))
-        if NEGATE_SIN:
-            sin = _negate(sin)
-        real = tl.fma(x0, cos, _negate(x1 * sin))
-        imag = tl.fma(x0, sin, x1 * cos)
-        rotated = tl.reshape(tl.join(real, imag), (BLOCK_R, BLOCK_K))
-        tl.store(target + channel[None, :], _from_float32(rotated, output_ptr.dtype.element_ty), mask=mask)
+        _rotate_tile(
+            source + pair_offset, target + pair_offset, frequency_row, local, mask, NEGATE_SIN, BLOCK_R, BLOCK_K
+        )
 
 
 def whole_rows(values: torch.Tensor, angles: torch.Tensor, config: tuple[int, int, int]) -> torch.Tensor:

@@ -48,7 +48,7 @@ MUTATIONS = {
     ),
     "rotary-block-one-pair-early": ("        channels - 2 * pairs,\n", "        channels - 2 * pairs - 2,\n"),
     "head-read-with-sequence-stride": ("head.to(tl.int64) * stride_head", "head.to(tl.int64) * stride_sequence"),
-    "inverse-ignored": ("            if NEGATE_SIN:\n", "            if False:\n"),
+    "inverse-ignored": ("        if NEGATE_SIN:\n", "        if False:\n"),
     "backward-without-conjugate": (
         "return _FusedRope.apply(grad_output, frequencies, not ctx.inverse), None, None",
         "return _FusedRope.apply(grad_output, frequencies, ctx.inverse), None, None",

@@ -87,8 +87,34 @@ if HAVE_TRITON:
 
     @triton.jit
     def _negate(x):
-        """-x by flipping the sign bit: Triton 3.6 lowers unary minus to 0 - x, which turns -(+0) into +0."""
+        """-x by flipping the sign bit: on the H200 with Triton 3.6, unary minus gave +0 for -(+0) (as 0 - x would)."""
         return (x.to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.float32, bitcast=True)
+
+    @triton.jit
+    def _rotate_tile(
+        source,
+        target,
+        frequency_row,
+        local,
+        mask,
+        NEGATE_SIN: tl.constexpr,
+        BLOCK_R: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+    ):
+        """Rotate BLOCK_R rows x BLOCK_K rotary channels: ``source``/``target``/``frequency_row`` point at each
+        row's rotary block (``[BLOCK_R, 1]``), ``local`` are channels within it, starting on a whole pair."""
+        x = _to_float32(tl.load(source + local[None, :], mask=mask, other=0.0))
+        x0, x1 = tl.split(tl.reshape(x, (BLOCK_R, BLOCK_K // 2, 2)))
+        frequency = tl.load(frequency_row + local[None, :], mask=mask, other=0.0)
+        cos, sin = tl.split(tl.reshape(frequency, (BLOCK_R, BLOCK_K // 2, 2)))
+        if NEGATE_SIN:
+            sin = _negate(sin)
+        # c10::complex<float> multiply as nvcc contracts it on the H200: the first product of each part is fused.
+        # Spelled out so the bits do not depend on Triton's fp-fusion default.
+        real = tl.fma(x0, cos, _negate(x1 * sin))
+        imag = tl.fma(x0, sin, x1 * cos)
+        rotated = tl.reshape(tl.join(real, imag), (BLOCK_R, BLOCK_K))
+        tl.store(target + local[None, :], _from_float32(rotated, target.dtype.element_ty), mask=mask)
 
     @triton.jit
     def _rope_kernel(
@@ -133,20 +159,11 @@ if HAVE_TRITON:
             tl.store(target + channel[None, :], tl.load(source + channel[None, :], mask=mask), mask=mask)
         else:
             local = (tile - copy_tiles) * BLOCK_K + tl.arange(0, BLOCK_K)
-            channel = pair_offset + local
             mask = (row < rows)[:, None] & (local < 2 * pairs)[None, :]
-            x = _to_float32(tl.load(source + channel[None, :], mask=mask, other=0.0))
-            x0, x1 = tl.split(tl.reshape(x, (BLOCK_R, BLOCK_K // 2, 2)))
-            frequency = frequencies_ptr + (position * (2 * pairs))[:, None] + local[None, :]
-            cos, sin = tl.split(tl.reshape(tl.load(frequency, mask=mask, other=0.0), (BLOCK_R, BLOCK_K // 2, 2)))
-            if NEGATE_SIN:
-                sin = _negate(sin)
-            # c10::complex<float> multiply as nvcc contracts it on the H200: the first product of each part is
-            # fused. Spelled out so the bits do not depend on Triton's fp-fusion default.
-            real = tl.fma(x0, cos, _negate(x1 * sin))
-            imag = tl.fma(x0, sin, x1 * cos)
-            rotated = tl.reshape(tl.join(real, imag), (BLOCK_R, BLOCK_K))
-            tl.store(target + channel[None, :], _from_float32(rotated, output_ptr.dtype.element_ty), mask=mask)
+            frequency_row = frequencies_ptr + (position * (2 * pairs))[:, None]
+            _rotate_tile(
+                source + pair_offset, target + pair_offset, frequency_row, local, mask, NEGATE_SIN, BLOCK_R, BLOCK_K
+            )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -303,7 +303,11 @@ class _FusedRope(torch.autograd.Function):
 
 
 def _apply_rope_torch(values: torch.Tensor, angles: torch.Tensor, inverse: bool = False) -> torch.Tensor:
-    """The eager reference: Automodel's ``_apply_rope``, step for step.
+    """The eager reference: Automodel's ``_apply_rope`` (``deepseek_v41/attention.py``), step for step.
+
+    Every step is kept, ``.contiguous()`` included: which CUDA kernel PyTorch runs for the complex multiply (and for
+    its backward) depends on its operands' layout, so for FP32 values, where ``.float()`` is a no-op, skipping the
+    copy would hand the multiply a strided view and could change the path the bits come from.
 
     Args:
         values: ``[batch, sequence, channels]`` or ``[batch, sequence, heads, channels]``.
@@ -313,9 +317,8 @@ def _apply_rope_torch(values: torch.Tensor, angles: torch.Tensor, inverse: bool 
     Returns:
         A new contiguous tensor: ``values`` with its last ``2 * pairs`` channels rotated.
     """
-    pairs = angles.shape[-1]
-    rotary = values[..., -2 * pairs :]
-    complex_pairs = torch.view_as_complex(rotary.float().reshape(*rotary.shape[:-1], pairs, 2))
+    rotary_dim = angles.shape[-1] * 2
+    complex_pairs = torch.view_as_complex(values[..., -rotary_dim:].float().unflatten(-1, (-1, 2)).contiguous())
     frequencies = torch.polar(torch.ones_like(angles), angles)
     if values.dim() == 4:
         frequencies = frequencies.unsqueeze(2)
@@ -323,7 +326,7 @@ def _apply_rope_torch(values: torch.Tensor, angles: torch.Tensor, inverse: bool 
         frequencies = frequencies.conj()
     rotated = torch.view_as_real(complex_pairs * frequencies).flatten(-2).to(values.dtype)
     output = values.clone(memory_format=torch.contiguous_format)
-    output[..., -2 * pairs :] = rotated
+    output[..., -rotary_dim:] = rotated
     return output
 
 

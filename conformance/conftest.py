@@ -33,5 +33,5 @@ def rope() -> types.ModuleType:
 def gpu(device: torch.device) -> torch.device:
     """The CUDA device, for comparisons with PyTorch's own eager CUDA path; skipped on CPU runs, saying why."""
     if device.type != "cuda":
-        pytest.skip("needs a CUDA device (on CPU runs the oracle stands in for the eager CUDA path)")
+        pytest.skip("needs a CUDA device")
     return device

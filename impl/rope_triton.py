@@ -289,7 +289,10 @@ class _FusedRope(torch.autograd.Function):
         """Rotate ``values`` by ``frequencies`` (conjugated when ``inverse``); see :func:`_launch`."""
         ctx.save_for_backward(frequencies)
         ctx.inverse = inverse
-        return _rotate_op(values, frequencies, inverse)
+        # The operator is what torch.compile traces; run eagerly, its dispatch would only add host time.
+        if torch.compiler.is_compiling():
+            return _rotate_op(values, frequencies, inverse)
+        return _launch(values, frequencies, negate_sin=inverse)
 
     @staticmethod
     def backward(ctx: object, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
@@ -367,15 +370,18 @@ def _check_inputs(values: object, angles: object, inverse: object) -> None:
                 f"for values {_describe(values)}"
             )
         frequency_shape.insert(2, 1)  # the eager path unsqueezes the heads dimension
-    try:
-        broadcast = torch.broadcast_shapes(tuple(frequency_shape), rotary_shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != rotary_shape:
+    if not _broadcasts_to(frequency_shape, rotary_shape):
         raise ValueError(
             f"angles {_describe(angles)} do not broadcast to the rotary pairs {rotary_shape} of values "
             f"{_describe(values)}: expected angles [batch or 1, sequence or 1, {pairs}]"
         )
+
+
+def _broadcasts_to(shape: list[int], target: tuple[int, ...]) -> bool:
+    """Whether ``shape`` broadcasts to ``target`` without enlarging it (``torch.broadcast_shapes`` costs ~10 us)."""
+    return len(shape) <= len(target) and all(
+        size == wanted or size == 1 for size, wanted in zip(reversed(shape), reversed(target), strict=False)
+    )
 
 
 def _uses_fused_kernel(values: torch.Tensor, angles: torch.Tensor) -> bool:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device-tool call on the H200: parity, the full conformance suite with its report and baseline, benchmarks.
 # Usage (repository root, on the GPU machine): bash scripts/h200_session.sh OUT_DIR [contraction|parity|suite|sanitize|bench|candidates ...]
-# Wheels for pytest/pytest-xdist travel in .whl (the machine has no network); see README "GPU runs".
+# Wheels for pytest/pytest-xdist travel in .whl (the machine has no network): scripts/fetch_gpu_wheels.sh makes it.
 set -uo pipefail
 out=${1:?usage: h200_session.sh OUT_DIR [steps]}; shift
 steps=${*:-contraction parity suite sanitize bench}

@@ -124,3 +124,19 @@ def test_more_rows_than_the_kernel_indexes_take_the_eager_path(rope, device):
     angles = torch.zeros((1, 2**16, 1), device=device)
     assert values.numel() // 2 > rope._MAX_ROWS
     assert not rope._uses_fused_kernel(values, angles)
+
+
+@pytest.mark.parametrize("rank", [3, 4], ids=["3d", "4d"])
+def test_angles_shared_by_the_batch_are_not_copied_per_batch(rope, device, monkeypatch, rank):
+    shape = (4, 6, 3, 40) if rank == 4 else (4, 6, 40)
+    values, angles = _inputs(device, torch.bfloat16, shape, angle_shape=(1, 6, 8))
+    tables = []
+    launch = rope._rotate_into
+
+    def spy(output, values, table, negate_sin):
+        tables.append(tuple(table.shape))
+        launch(output, values, table, negate_sin)
+
+    monkeypatch.setattr(rope, "_rotate_into", spy)
+    rope.apply_rope_triton(values, angles)
+    assert tables == [(1, 6, 8, 2)], "one launch, reading one [1, S, P] table for all 4 batch elements"

@@ -4,8 +4,8 @@ The production kernel (``impl.rope_triton``) gives each program a BLOCK_R x BLOC
 decomposes its rows into (batch, position, head) per tile: with 64-channel tiles and 512 channels that index work is
 repeated eight times per row. The ``whole-rows`` candidate gives each program BLOCK_R complete rows instead, looping
 over the copied channels and then the rotary block: the row decomposition runs once per row and a program streams
-whole rows. Its numerics are the production kernel's own ``_rotate_tile``, and the runner checks every candidate's
-bits against the production kernel before timing it.
+whole rows. Its addressing and numerics are the production kernel's own ``_row_pointers`` and ``_rotate_tile``,
+and the runner checks every candidate's bits against the production kernel before timing it.
 
 Run on a CUDA machine from the repository root: ``python -m benchmarks.candidates [--out DIR]``. For each shape and
 dtype it prints the production kernel and each candidate configuration as multiples of a ``clone`` of the same
@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from benchmarks.common import NO_CUDA_EXIT_CODE, GpuTimer, cuda_available, environment
-from impl.rope_triton import _rotate_tile, apply_rope_triton
+from impl.rope_triton import _rotate_tile, _row_pointers, apply_rope_triton
 
 SHAPES = {
     "query": (1, 4096, 64, 512),
@@ -57,12 +57,9 @@ def _whole_rows_kernel(
 ):
     """The production kernel's arguments and arithmetic; a program owns BLOCK_R whole rows."""
     row = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-    head = row % heads
-    position = (row // heads) % sequence
-    batch = row // heads // sequence
-    offset = batch.to(tl.int64) * stride_batch + position.to(tl.int64) * stride_sequence
-    source = values_ptr + (offset + head.to(tl.int64) * stride_head)[:, None]
-    target = output_ptr + (row.to(tl.int64) * channels)[:, None]
+    source, target, position = _row_pointers(
+        values_ptr, output_ptr, row, sequence, heads, channels, stride_batch, stride_sequence, stride_head
+    )
     row_ok = (row < rows)[:, None]
     for start in range(0, pair_offset, BLOCK_K):
         channel = start + tl.arange(0, BLOCK_K)

@@ -117,6 +117,23 @@ if HAVE_TRITON:
         tl.store(target + local[None, :], _from_float32(rotated, target.dtype.element_ty), mask=mask)
 
     @triton.jit
+    def _row_pointers(
+        values_ptr, output_ptr, row, sequence, heads, channels, stride_batch, stride_sequence, stride_head
+    ):
+        """Each row's first element in values and in the contiguous output (``[BLOCK_R, 1]``), and its position.
+
+        Rows are decomposed in 32 bits (the launcher keeps rows below 2**31; a 64-bit division is a long software
+        routine); element offsets are 64-bit: rows * channels exceeds 2**31 for long sequences.
+        """
+        head = row % heads
+        position = (row // heads) % sequence
+        batch = row // heads // sequence
+        offset = batch.to(tl.int64) * stride_batch + position.to(tl.int64) * stride_sequence
+        source = values_ptr + (offset + head.to(tl.int64) * stride_head)[:, None]
+        target = output_ptr + (row.to(tl.int64) * channels)[:, None]
+        return source, target, position
+
+    @triton.jit
     def _rope_kernel(
         # Pointers: values [batch, sequence, heads, channels] (channels contiguous), frequencies as float32
         # (cos, sin) pairs [sequence, pairs, 2], output contiguous like values.
@@ -139,15 +156,10 @@ if HAVE_TRITON:
         BLOCK_R: tl.constexpr,
         BLOCK_K: tl.constexpr,
     ):
-        # Rows are decomposed in 32 bits (the launcher keeps rows below 2**31; a 64-bit division is a long software
-        # routine), element offsets are 64-bit: rows * channels exceeds 2**31 for long sequences.
         row = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-        head = row % heads
-        position = (row // heads) % sequence
-        batch = row // heads // sequence
-        offset = batch.to(tl.int64) * stride_batch + position.to(tl.int64) * stride_sequence
-        source = values_ptr + (offset + head.to(tl.int64) * stride_head)[:, None]
-        target = output_ptr + (row.to(tl.int64) * channels)[:, None]
+        source, target, position = _row_pointers(
+            values_ptr, output_ptr, row, sequence, heads, channels, stride_batch, stride_sequence, stride_head
+        )
         # Channel tiles [0, copy_tiles) cover the copied channels, the rest cover the rotary block from its start,
         # so a rotary tile always begins on a whole pair.
         copy_tiles = tl.cdiv(pair_offset, BLOCK_K)

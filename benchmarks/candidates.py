@@ -1,11 +1,12 @@
-"""Candidate kernel structures, measured against the production kernel before one of them replaces it.
+"""Candidate kernel structures, measured against the production kernel: the record behind choosing one.
 
-The production kernel (``impl.rope_triton``) gives each program a BLOCK_R x BLOCK_K tile of one channel range and
-decomposes its rows into (batch, position, head) per tile: with 64-channel tiles and 512 channels that index work is
-repeated eight times per row. The ``whole-rows`` candidate gives each program BLOCK_R complete rows instead, looping
-over the copied channels and then the rotary block: the row decomposition runs once per row and a program streams
-whole rows. Its addressing and numerics are the production kernel's own ``_row_pointers`` and ``_rotate_tile``,
-and the runner checks every candidate's bits against the production kernel before timing it.
+The production kernel (``impl.rope_triton``) gives each program BLOCK_R whole rows and streams them in chunks of
+BLOCK_K channels, copied part first, then the rotary block. Until 2026-12-02 it used the ``channel-tiles``
+structure kept here: a 2-D grid in which a program owns one BLOCK_R x BLOCK_K tile of one channel range, so that
+the row decomposition (batch, position, head) is repeated for every tile of a row. On the H200 whole rows were
+faster on every large shape (``benchmarks/results/h200-2026-12-02b/candidates.json``); this runner re-checks that
+on another GPU. Addressing and numerics are the production kernel's own ``_row_pointers`` and ``_rotate_tile``, and
+every candidate's bits are compared with the production kernel's before it is timed.
 
 Run on a CUDA machine from the repository root: ``python -m benchmarks.candidates [--out DIR]``. For each shape and
 dtype it prints the production kernel and each candidate configuration as multiples of a ``clone`` of the same
@@ -33,12 +34,12 @@ SHAPES = {
     "large": (1, 8192, 128, 1024),
 }
 PAIRS = 32
-# (rows per program, channel chunk, warps) for the whole-rows candidate.
-WHOLE_ROW_CONFIGS = ((4, 64, 2), (8, 64, 4), (16, 64, 4), (4, 128, 4), (8, 128, 4), (16, 128, 8), (32, 64, 8))
+# (rows per tile, channels per tile, warps) for the channel-tiles candidate; the first is its old heuristic.
+CHANNEL_TILE_CONFIGS = ((64, 64, 4), (16, 64, 4), (32, 128, 4), (16, 128, 4))
 
 
 @triton.jit
-def _whole_rows_kernel(
+def _channel_tiles_kernel(
     values_ptr,
     frequencies_ptr,
     output_ptr,
@@ -55,26 +56,27 @@ def _whole_rows_kernel(
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
-    """The production kernel's arguments and arithmetic; a program owns BLOCK_R whole rows."""
+    """The production kernel's arguments and arithmetic; program (i, j) owns tile j of rows block i."""
     row = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     source, target, position = _row_pointers(
         values_ptr, output_ptr, row, sequence, heads, channels, stride_batch, stride_sequence, stride_head
     )
-    row_ok = (row < rows)[:, None]
-    for start in range(0, pair_offset, BLOCK_K):
-        channel = start + tl.arange(0, BLOCK_K)
-        mask = row_ok & (channel < pair_offset)[None, :]
+    copy_tiles = tl.cdiv(pair_offset, BLOCK_K)
+    tile = tl.program_id(1)
+    if tile < copy_tiles:
+        channel = tile * BLOCK_K + tl.arange(0, BLOCK_K)
+        mask = (row < rows)[:, None] & (channel < pair_offset)[None, :]
         tl.store(target + channel[None, :], tl.load(source + channel[None, :], mask=mask), mask=mask)
-    frequency_row = frequencies_ptr + (position * (2 * pairs))[:, None]
-    for start in range(0, 2 * pairs, BLOCK_K):
-        local = start + tl.arange(0, BLOCK_K)
-        mask = row_ok & (local < 2 * pairs)[None, :]
+    else:
+        local = (tile - copy_tiles) * BLOCK_K + tl.arange(0, BLOCK_K)
+        mask = (row < rows)[:, None] & (local < 2 * pairs)[None, :]
+        frequency_row = frequencies_ptr + (position.to(tl.int64) * (2 * pairs))[:, None]
         _rotate_tile(
             source + pair_offset, target + pair_offset, frequency_row, local, mask, NEGATE_SIN, BLOCK_R, BLOCK_K
         )
 
 
-def whole_rows(values: torch.Tensor, angles: torch.Tensor, config: tuple[int, int, int]) -> torch.Tensor:
+def channel_tiles(values: torch.Tensor, angles: torch.Tensor, config: tuple[int, int, int]) -> torch.Tensor:
     """The candidate's forward for contiguous values and angles ``[1, S, P]``, torch.polar included."""
     block_rows, block_channels, num_warps = config
     frequencies = torch.view_as_real(torch.polar(torch.ones_like(angles), angles)).contiguous()
@@ -82,7 +84,11 @@ def whole_rows(values: torch.Tensor, angles: torch.Tensor, config: tuple[int, in
     rows = values.numel() // values.shape[-1]
     channels, pairs = values.shape[-1], angles.shape[-1]
     output = torch.empty_like(values)
-    _whole_rows_kernel[(triton.cdiv(rows, block_rows),)](
+    grid = (
+        triton.cdiv(rows, block_rows),
+        triton.cdiv(channels - 2 * pairs, block_channels) + triton.cdiv(2 * pairs, block_channels),
+    )
+    _channel_tiles_kernel[grid](
         values,
         frequencies,
         output,
@@ -116,15 +122,16 @@ def main(argv: list[str] | None = None) -> int:
             values = torch.randn(shape, device="cuda").to(dtype)
             angles = torch.rand((1, shape[1], PAIRS), device="cuda") * 4096
             reference = apply_rope_triton(values, angles)
-            copy = timer.time(values.clone).median
-            results = {"production": timer.time(lambda v=values, a=angles: apply_rope_triton(v, a)).median / copy}
-            for config in WHOLE_ROW_CONFIGS:
-                label = "whole-rows R{} K{} w{}".format(*config)
+            copy = timer.time(values.clone).median_ms
+            results = {"production": timer.time(lambda v=values, a=angles: apply_rope_triton(v, a)).median_ms / copy}
+            for config in CHANNEL_TILE_CONFIGS:
+                label = "channel-tiles R{} K{} w{}".format(*config)
                 integer = torch.int16 if dtype == torch.bfloat16 else torch.int32
-                if not torch.equal(whole_rows(values, angles, config).view(integer), reference.view(integer)):
+                if not torch.equal(channel_tiles(values, angles, config).view(integer), reference.view(integer)):
                     results[label] = "bits differ"
                     continue
-                results[label] = timer.time(lambda v=values, a=angles, c=config: whole_rows(v, a, c)).median / copy
+                timing = timer.time(lambda v=values, a=angles, c=config: channel_tiles(v, a, c))
+                results[label] = timing.median_ms / copy
             row = {"shape": name, "dtype": str(dtype).removeprefix("torch."), "copy_ms": copy, "x_copy": results}
             rows.append(row)
             print(json.dumps(row), flush=True)

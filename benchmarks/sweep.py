@@ -44,34 +44,34 @@ QUICK_CHANNELS = (512,)
 DTYPES = (torch.bfloat16, torch.float32)
 SEQUENCE = 4096
 TENSOR_BYTES = 256 * MIB
-BLOCK_ELEMENTS = (1024, 2048, 4096, 8192, 16384)
-NUM_WARPS = (2, 4, 8, 16)
-# Cuts the 20 (elements, warps) pairs to 16 by dropping 2 and 128 elements per thread, extremes that under-fill
-# the 16-byte loads or hold a whole program's tile in few threads, so the sweep fits in about six minutes.
-ELEMENTS_PER_THREAD = (4, 64)
-# A 64-channel tile is a whole 128-byte line in BF16; narrower channel tiles split lines.
-MIN_CHANNEL_TILE = 64
+# Elements of one chunk (rows per program x chunk width) and warps; (elements, warps) pairs outside
+# ELEMENTS_PER_THREAD are dropped: fewer than 4 under-fill a 16-byte BF16 load, more than 16 hold a whole chunk in
+# few threads. This keeps a group near 24 configurations, so the sweep fits in about five minutes.
+BLOCK_ELEMENTS = (512, 1024, 2048, 4096)
+NUM_WARPS = (2, 4, 8)
+ELEMENTS_PER_THREAD = (4, 16)
+# Chunk widths: 64 channels is a whole 128-byte line in BF16; narrower chunks split lines.
+CHUNK_WIDTHS = (64, 128, 256)
 DEFAULT_TIME_BUDGET_S = 360.0
 WARMUP_MS = 5.0
 REP_MS = 20.0
 
 
 def pair_counts(channels: int, quick: bool) -> list[int]:
-    """Pair counts swept for a channel count: 1, 16, 32 and all channels rotated, where they fit."""
-    wanted = {32} if quick else {1, 16, 32, channels // 2}
+    """Pair counts swept for a channel count: 1, 32 (DeepSeek V4.1's) and all channels rotated, where they fit."""
+    wanted = {32} if quick else {1, 32, channels // 2}
     return sorted(pairs for pairs in wanted if pairs <= channels // 2)
 
 
 def channel_tiles(channels: int, pairs: int, default_width: int) -> list[int]:
-    """Channel tile widths swept for one group.
+    """Chunk widths swept for one group: ``CHUNK_WIDTHS`` up to the row's width, and the current heuristic's.
 
-    The kernel covers a row with copy tiles and rotary tiles of one width, so two widths bracket the choice: the
-    narrowest power of two that holds the rotary block (at least ``MIN_CHANNEL_TILE``) and the whole row. The
-    current heuristic's width is added when it is neither.
+    A program moves its rows' copied channels and then their rotary block in chunks of one width, so a chunk wider
+    than the row (rounded up to a power of two) only adds masked lanes.
     """
+    del pairs  # the rotary block is chunked from its own start; its width only decides the masked tail
     whole_row = 1 << (channels - 1).bit_length()
-    rotary = min(max(1 << (2 * pairs - 1).bit_length(), MIN_CHANNEL_TILE), whole_row)
-    return sorted({rotary, whole_row, default_width})
+    return sorted({width for width in CHUNK_WIDTHS if width <= max(whole_row, CHUNK_WIDTHS[0])} | {default_width})
 
 
 def candidate_configs(rope: ModuleType, channels: int, pairs: int, default: Any) -> list[Any]:
@@ -249,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "block_elements": list(BLOCK_ELEMENTS),
             "num_warps": list(NUM_WARPS),
             "elements_per_thread": list(ELEMENTS_PER_THREAD),
-            "min_channel_tile": MIN_CHANNEL_TILE,
+            "chunk_widths": list(CHUNK_WIDTHS),
             "warmup_ms": WARMUP_MS,
             "rep_ms": REP_MS,
             "quantiles": list(QUANTILES),

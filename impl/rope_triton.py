@@ -49,7 +49,7 @@ except ImportError:  # pragma: no cover
 
 HAVE_TRITON: bool = bool(_HAVE_TRITON and _HAVE_TRITON_LANGUAGE)
 
-# A program moves about this many elements (BLOCK_R rows x BLOCK_K channels).
+# The most elements one chunk of a program holds (BLOCK_R rows x BLOCK_K channels).
 _ELEMENTS_PER_PROGRAM = 4096
 _FUSED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 # Row indices are 32-bit in the kernel, with room for the last tile's masked rows.
@@ -151,7 +151,8 @@ if HAVE_TRITON:
         stride_batch,
         stride_sequence,
         stride_head,
-        # Meta-parameters: NEGATE_SIN selects the conjugate; a program covers BLOCK_R rows x BLOCK_K channels.
+        # Meta-parameters: NEGATE_SIN selects the conjugate; a program owns BLOCK_R whole rows and moves them in
+        # chunks of BLOCK_K channels.
         NEGATE_SIN: tl.constexpr,
         BLOCK_R: tl.constexpr,
         BLOCK_K: tl.constexpr,
@@ -160,19 +161,17 @@ if HAVE_TRITON:
         source, target, position = _row_pointers(
             values_ptr, output_ptr, row, sequence, heads, channels, stride_batch, stride_sequence, stride_head
         )
-        # Channel tiles [0, copy_tiles) cover the copied channels, the rest cover the rotary block from its start,
-        # so a rotary tile always begins on a whole pair.
-        copy_tiles = tl.cdiv(pair_offset, BLOCK_K)
-        tile = tl.program_id(1)
-        if tile < copy_tiles:
-            channel = tile * BLOCK_K + tl.arange(0, BLOCK_K)
-            mask = (row < rows)[:, None] & (channel < pair_offset)[None, :]
-            # A plain load and store: every bit, NaN payloads included, is copied.
+        row_ok = (row < rows)[:, None]
+        # The copied channels: a plain load and store, so every bit, NaN payloads included, is kept.
+        for start in range(0, pair_offset, BLOCK_K):
+            channel = start + tl.arange(0, BLOCK_K)
+            mask = row_ok & (channel < pair_offset)[None, :]
             tl.store(target + channel[None, :], tl.load(source + channel[None, :], mask=mask), mask=mask)
-        else:
-            local = (tile - copy_tiles) * BLOCK_K + tl.arange(0, BLOCK_K)
-            mask = (row < rows)[:, None] & (local < 2 * pairs)[None, :]
-            frequency_row = frequencies_ptr + (position * (2 * pairs))[:, None]
+        # The rotary block, in chunks from its own start, so that a chunk always begins on a whole pair.
+        frequency_row = frequencies_ptr + (position.to(tl.int64) * (2 * pairs))[:, None]
+        for start in range(0, 2 * pairs, BLOCK_K):
+            local = start + tl.arange(0, BLOCK_K)
+            mask = row_ok & (local < 2 * pairs)[None, :]
             _rotate_tile(
                 source + pair_offset, target + pair_offset, frequency_row, local, mask, NEGATE_SIN, BLOCK_R, BLOCK_K
             )
@@ -188,14 +187,17 @@ class _LaunchConfig:
 
 
 def _launch_config(rows: int, channels: int, pairs: int, element_size: int) -> _LaunchConfig:
-    """Choose the tile for a tensor of ``rows`` x ``channels`` with ``pairs`` rotary pairs.
+    """Choose rows per program, chunk width and warps for a tensor of ``rows`` x ``channels``.
 
-    The channel tile is the rotary block's width rounded up to a power of two, at least 64 so that copy tiles are
-    whole 128-byte lines for BF16, at most 1024; rows fill the tile up to ``_ELEMENTS_PER_PROGRAM`` elements.
+    Measured on the H200 (``benchmarks/sweep.py``, docs/benchmarks.md): a program streams whole rows in chunks of
+    2 KiB, one 16-byte vector per thread of 4 warps; chunks are 128 channels wide where rows have room for them, 64
+    otherwise (narrower chunks leave a 128-channel row's copied part and rotary block each half masked).
     """
-    del channels, element_size  # kept in the signature for the launch-heuristic sweep (benchmarks/sweep.py)
-    block_channels = min(max(triton.next_power_of_2(2 * pairs), 64), 1024)
-    block_rows = max(1, min(_ELEMENTS_PER_PROGRAM // block_channels, triton.next_power_of_2(max(rows, 1))))
+    del pairs  # kept in the signature for the launch-heuristic sweep (benchmarks/sweep.py)
+    block_channels = 128 if channels >= 256 else 64
+    chunk_bytes = 2048
+    block_rows = max(1, chunk_bytes // (block_channels * element_size))
+    block_rows = min(block_rows, _ELEMENTS_PER_PROGRAM // block_channels, triton.next_power_of_2(max(rows, 1)))
     return _LaunchConfig(block_rows=block_rows, block_channels=block_channels, num_warps=4)
 
 
@@ -257,11 +259,7 @@ def _rotate_into(output: torch.Tensor, values: torch.Tensor, table: torch.Tensor
     if rows > _MAX_ROWS:  # _uses_fused_kernel sends such tensors to the eager path; this guards direct callers
         raise ValueError(f"the kernel indexes rows in 32 bits: {rows} rows (values {_describe(values)}) is too many")
     config = _launch_config(rows, channels, pairs, values.element_size())
-    grid = (
-        triton.cdiv(rows, config.block_rows),
-        triton.cdiv(channels - 2 * pairs, config.block_channels) + triton.cdiv(2 * pairs, config.block_channels),
-    )
-    _rope_kernel[grid](
+    _rope_kernel[(triton.cdiv(rows, config.block_rows),)](
         values,
         table,
         output,

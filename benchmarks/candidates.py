@@ -4,9 +4,9 @@ The production kernel (``impl.rope_triton``) gives each program BLOCK_R whole ro
 BLOCK_K channels, copied part first, then the rotary block. Until 2026-12-02 it used the ``channel-tiles``
 structure kept here: a 2-D grid in which a program owns one BLOCK_R x BLOCK_K tile of one channel range, so that
 the row decomposition (batch, position, head) is repeated for every tile of a row. On the H200 whole rows were
-faster on every large shape (``benchmarks/results/h200-2026-12-02b/candidates.json``); this runner re-checks that
-on another GPU. Addressing and numerics are the production kernel's own ``_row_pointers`` and ``_rotate_tile``, and
-every candidate's bits are compared with the production kernel's before it is timed.
+faster on every large shape (``benchmarks/results/h200-2026-12-02-f7433fe-tail-chunks/candidates.json``); this
+runner re-checks that on another GPU. Addressing and numerics are the production kernel's own ``_row_pointers``
+and ``_rotate_tile``, and every candidate's bits are compared with the production kernel's before it is timed.
 
 Run on a CUDA machine from the repository root: ``python -m benchmarks.candidates [--out DIR]``. For each shape and
 dtype it prints the production kernel and each candidate configuration as multiples of a ``clone`` of the same

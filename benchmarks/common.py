@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from conformance.report import kernel_fingerprint
+
 MIB = 2**20
 # Median first: the scripts compare medians; the 20th and 80th percentiles show the spread.
 QUANTILES = (0.5, 0.2, 0.8)
@@ -153,6 +155,7 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "git_commit": _git_commit(),
+        "kernel_sha256": kernel_fingerprint(),
     }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import importlib.metadata
 import json
 import math
@@ -272,7 +273,8 @@ def run_metadata(command: str, cwd: str | os.PathLike[str] | None = None) -> dic
         cwd: where to ask git for the commit; the current directory when None.
 
     Returns:
-        created (UTC, ISO 8601), hostname, platform, python, torch, triton, gpu, git_commit, git_dirty, command.
+        created (UTC, ISO 8601), hostname, platform, python, torch, triton, gpu, git_commit, git_dirty,
+        kernel_sha256, command.
         Versions come from installed distributions, so writing metadata never imports torch; the GPU is named only
         when torch is already imported (it always is in the conformance suite).
     """
@@ -286,8 +288,24 @@ def run_metadata(command: str, cwd: str | os.PathLike[str] | None = None) -> dic
         "gpu": _gpu_names(),
     }
     metadata.update(_git_state(Path(cwd) if cwd is not None else Path.cwd()))
+    metadata["kernel_sha256"] = kernel_fingerprint()
     metadata["command"] = command
     return metadata
+
+
+KERNEL_SOURCE = Path(__file__).resolve().parents[1] / "impl" / "rope_triton.py"
+
+
+def kernel_fingerprint() -> str | None:
+    """The first 16 hex digits of the SHA-256 of ``impl/rope_triton.py``: which kernel ran, where git cannot say.
+
+    A copy of the checkout (a GPU runner's, the device tool's) may carry a stale or no ``.git``, so a run records
+    the kernel source it ran as well as the commit; ``sha256sum impl/rope_triton.py`` gives the same digits.
+    """
+    try:
+        return hashlib.sha256(KERNEL_SOURCE.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None
 
 
 def _distribution_version(name: str) -> str | None:
@@ -729,6 +747,8 @@ def _baseline_origin(comparison: BaselineComparison) -> str:
     meta = comparison.baseline_metadata
     commit = meta.get("git_commit")
     parts = [f"commit {commit[:12]}" if commit else "commit unknown", str(meta.get("created", "date unknown"))]
+    if meta.get("kernel_sha256"):
+        parts.insert(1, f"kernel {meta['kernel_sha256']}")
     return f"{comparison.baseline_path} ({', '.join(parts)})"
 
 
@@ -901,7 +921,17 @@ def render_markdown(report: Report, comparison: BaselineComparison | None = None
     lines += markdown_table(("field", "value"), [[k, "-" if v is None else f"`{v}`"] for k, v in scalars.items()])
     for name, value in report.metadata.items():
         if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
-            columns = ("source", "hostname", "gpu", "torch", "triton", "git_commit", "created", "command")
+            columns = (
+                "source",
+                "hostname",
+                "gpu",
+                "torch",
+                "triton",
+                "git_commit",
+                "kernel_sha256",
+                "created",
+                "command",
+            )
             lines += ["", f"{name}:", ""]
             lines += markdown_table(columns, [["-" if v.get(c) is None else str(v[c]) for c in columns] for v in value])
         elif isinstance(value, list):

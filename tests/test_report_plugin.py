@@ -119,7 +119,7 @@ def test_report_files_and_case_content(project: pytest.Pytester) -> None:
     assert truth["elementwise"]["histogram"] == [0, 896, 128, 0, 0]
     assert "histogram_edges" not in truth["elementwise"]
     assert data["cases"]["test_fake.py::test_backward::backward-vs-eager"]["case_id"] == ""
-    for key in ("created", "hostname", "python", "torch", "triton", "gpu", "git_commit", "command"):
+    for key in ("created", "hostname", "python", "torch", "triton", "gpu", "git_commit", "kernel_sha256", "command"):
         assert key in data["metadata"]
     markdown = (project.path / "out" / "ulp-drift.md").read_text(encoding="utf-8")
     assert "| bfloat16 | triton | fused-vs-truth | 1 | 1024 | 128* |" in markdown

@@ -63,31 +63,29 @@ def pair_counts(channels: int, quick: bool) -> list[int]:
     return sorted(pairs for pairs in wanted if pairs <= channels // 2)
 
 
-def channel_tiles(channels: int, pairs: int, default_width: int) -> list[int]:
+def chunk_widths(channels: int, default_width: int) -> list[int]:
     """Chunk widths swept for one group: ``CHUNK_WIDTHS`` up to the row's width, and the current heuristic's.
 
     A program moves its rows' copied channels and then their rotary block in chunks of one width, so a chunk wider
     than the row (rounded up to a power of two) only adds masked lanes.
     """
-    del pairs  # the rotary block is chunked from its own start; its width only decides the masked tail
     whole_row = 1 << (channels - 1).bit_length()
     return sorted({width for width in CHUNK_WIDTHS if width <= max(whole_row, CHUNK_WIDTHS[0])} | {default_width})
 
 
-def candidate_configs(rope: ModuleType, channels: int, pairs: int, default: Any) -> list[Any]:
+def candidate_configs(rope: ModuleType, channels: int, default: Any) -> list[Any]:
     """The grid of one group, the current heuristic's choice first.
 
     Args:
         rope: the ``impl.rope_triton`` module.
         channels: channels of the values.
-        pairs: rotary pairs.
         default: what ``_launch_config`` chooses for this shape.
 
     Returns:
         ``_LaunchConfig`` instances, each once.
     """
     configs = [default]
-    for block_channels in channel_tiles(channels, pairs, default.block_channels):
+    for block_channels in chunk_widths(channels, default.block_channels):
         for elements in BLOCK_ELEMENTS:
             for num_warps in NUM_WARPS:
                 per_thread = elements // (32 * num_warps)
@@ -145,7 +143,7 @@ def sweep_group(
     reference = rope.apply_rope_triton(values, angles)
     results = []
     complete = True
-    for config in candidate_configs(rope, channels, pairs, default):
+    for config in candidate_configs(rope, channels, default):
         if clock.expired():
             complete = False
             break

@@ -22,103 +22,114 @@ import torch
 from conformance.report import kernel_fingerprint
 
 MIB = 2**20
-# Median first: the scripts compare medians; the 20th and 80th percentiles show the spread.
-QUANTILES = (0.5, 0.2, 0.8)
 NO_CUDA_EXIT_CODE = 2
 
 
 @dataclasses.dataclass(frozen=True)
 class Timing:
-    """Quantiles of one callable's GPU time, and the host time of one call, in milliseconds."""
+    """One callable's time per call, in milliseconds: GPU time by CUDA-graph replay with a warm L2 and with a cold
+    one, and the host time of one call (Python and launch overhead; the GPU's work runs behind it)."""
 
-    median_ms: float
-    p20_ms: float
-    p80_ms: float
+    warm_ms: float
+    cold_ms: float
     host_ms: float
 
     def __add__(self, other: Timing) -> Timing:
-        # Only for "two clones"; a sum of quantiles is not the quantile of a sum, as the docs say.
-        return Timing(*(mine + theirs for mine, theirs in zip(self.astuple(), other.astuple(), strict=True)))
-
-    def astuple(self) -> tuple[float, float, float, float]:
-        """The fields in order."""
-        return (self.median_ms, self.p20_ms, self.p80_ms, self.host_ms)
+        # For "two copies": graph replay times of separate calls add.
+        return Timing(self.warm_ms + other.warm_ms, self.cold_ms + other.cold_ms, self.host_ms + other.host_ms)
 
     def to_json(self) -> dict[str, float]:
-        """The timing as ``{"median", "p20", "p80", "host"}``, milliseconds."""
-        return {"median": self.median_ms, "p20": self.p20_ms, "p80": self.p80_ms, "host": self.host_ms}
+        """The timing as ``{"warm", "cold", "host"}``, milliseconds."""
+        return {"warm": self.warm_ms, "cold": self.cold_ms, "host": self.host_ms}
 
 
-class GpuTimer:
-    """Times callables with a CUDA event pair around every call; reports quantiles of the per-call times.
+class GraphTimer:
+    """Times callables by replaying CUDA graphs of them, so that host time is excluded from GPU time.
 
-    Before each call the timer sums a 1 GiB pad buffer, as often as it takes to outlast the call's host time. Like
-    do_bench's flush, that evicts the call's inputs from the L2 (60 MB on an H200); unlike it (do_bench zeroes 256 MB)
-    it leaves clean lines, not dirty ones whose write-back would be charged to a small call. And the GPU stays busy
-    while Python enqueues the call, so launch overhead (reported apart as ``host_ms``) opens no gaps in the timed
-    region. Measured on the H200 (torch 2.11, triton 3.6): the fused query forward, about 0.35 ms of host time, read
-    0.166 and 0.236 ms in two do_bench runs and 0.160 ms in both runs of this timer; the fused window KV forward read
-    0.10 to 0.13 ms under do_bench and 0.015 ms here.
+    * warm: a graph of ``calls`` back-to-back calls, replayed ``replays`` times; the median replay over ``calls``.
+    * cold: a graph of ``calls`` times (flush the L2; call), minus a graph of the flushes alone. The flush reads a
+      256 MiB buffer (over four times the H200's 60 MB L2), so it evicts the call's data with clean lines whose
+      eviction costs the call nothing, unlike a flush that writes (do_bench zeroes its buffer, and it also counts
+      host time wherever the host is slower than the GPU).
+    * host: the median wall time of one call after the GPU has drained (its launches are asynchronous), and
+      :meth:`back_to_back_host_ms` for the wall time per call over thousands of calls, where the GPU keeps up.
+
+    ``calls`` is chosen so that a replay lasts about 2 ms: small calls are averaged over up to 50 calls.
     """
 
-    PAD_BYTES = 2**30
+    FLUSH_BYTES = 256 * MIB
 
-    def __init__(self, *, warmup_ms: float, rep_ms: float) -> None:
-        self.warmup_ms = warmup_ms
-        self.rep_ms = rep_ms
-        self._pad = torch.zeros(self.PAD_BYTES // 4, dtype=torch.float32, device="cuda")
-        self.pad_ms = self._device_ms(self._pad.sum, calls=10)
+    def __init__(self, *, replays: int = 15) -> None:
+        self.replays = replays
+        self._flush_buffer = torch.ones(self.FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+        self._flush_sink = torch.empty((), dtype=torch.float32, device="cuda")
+
+    def flush(self) -> None:
+        """Evict the L2 by reading the flush buffer."""
+        torch.sum(self._flush_buffer, out=self._flush_sink)
+
+    def _capture(self, body: Callable[[], object], calls: int) -> torch.cuda.CUDAGraph:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                body()
+        return graph
+
+    def _replay_ms(self, graph: torch.cuda.CUDAGraph, calls: int) -> float:
+        graph.replay()  # the first replay uploads the graph
+        times = []
+        for _ in range(self.replays):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / calls)
+        return float(np.median(times))
 
     @staticmethod
-    def _device_ms(fn: Callable[[], object], calls: int) -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        fn()
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / calls
-
-    @staticmethod
-    def _host_ms(fn: Callable[[], object], calls: int = 5) -> float:
+    def host_ms(fn: Callable[[], object], calls: int = 50) -> float:
+        """Median wall time of one call of ``fn`` started on an idle GPU."""
         times = []
         for _ in range(calls):
-            torch.cuda.synchronize()  # an empty queue, so that no launch blocks on a full one
+            torch.cuda.synchronize()
             begin = time.perf_counter()
             fn()
             times.append((time.perf_counter() - begin) * 1e3)
         torch.cuda.synchronize()
         return float(np.median(times))
 
-    def time(self, fn: Callable[[], object]) -> Timing:
-        """Times ``fn``; it must already have run once (compilation stays out of the warm-up).
-
-        Args:
-            fn: the work; it must not synchronize with the host.
-
-        Returns:
-            The median, 20th and 80th percentile of ``rep_ms`` worth of calls, after ``warmup_ms`` worth.
-        """
-        host_ms = self._host_ms(fn)
-        # 1.5: room for the host time of the pad sums and event records themselves.
-        pad_reads = max(1, math.ceil(1.5 * host_ms / self.pad_ms))
-        iteration_ms = pad_reads * self.pad_ms + self._device_ms(fn, calls=3)
-        for _ in range(max(1, round(self.warmup_ms / iteration_ms))):
-            fn()
-        calls = min(max(5, round(self.rep_ms / iteration_ms)), 2000)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-        for start, end in zip(starts, ends, strict=True):
-            for _ in range(pad_reads):
-                self._pad.sum()
-            start.record()
-            fn()
-            end.record()
+    @staticmethod
+    def back_to_back_host_ms(fn: Callable[[], object], calls: int = 3000) -> float:
+        """Wall time per call over ``calls`` back-to-back calls (the GPU must keep up: use tiny tensors)."""
+        fn()
         torch.cuda.synchronize()
-        times = [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)]
-        median, p20, p80 = np.quantile(times, QUANTILES)
-        return Timing(float(median), float(p20), float(p80), host_ms)
+        begin = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        elapsed = time.perf_counter() - begin
+        torch.cuda.synchronize()
+        return elapsed * 1e3 / calls
+
+    def time(self, fn: Callable[[], object]) -> Timing:
+        """Times ``fn``, which must have run once already (compilation and calibration stay out) and must not
+        synchronize with the host or allocate outside PyTorch's allocator."""
+        host_ms = self.host_ms(fn)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        calls = int(min(50, max(1, math.ceil(2.0 / max(start.elapsed_time(end), 1e-3)))))
+        warm_ms = self._replay_ms(self._capture(fn, calls), calls)
+
+        def flushed() -> None:
+            self.flush()
+            fn()
+
+        cold_ms = self._replay_ms(self._capture(flushed, calls), calls)
+        cold_ms -= self._replay_ms(self._capture(self.flush, calls), calls)
+        return Timing(warm_ms, cold_ms, host_ms)
 
 
 def cuda_available(program: str) -> bool:

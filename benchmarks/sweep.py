@@ -5,17 +5,16 @@ From the repository root, on a CUDA machine::
     python -m benchmarks.sweep --out benchmarks/results           # about 80 seconds on an H200
     python -m benchmarks.sweep --out benchmarks/results --quick   # 512 channels, 32 pairs, bf16
 
-For every channel count, pair count and dtype it times the forward of ``apply_rope_triton`` on a ~256 MiB tensor
-under each ``(block_rows, block_channels, num_warps)`` of a modest grid, forced by replacing
-``impl.rope_triton._launch_config``, and divides by the time of ``clone()``. It prints the best configuration per
-group and how far the current ``_launch_config`` choice is from it, and writes ``sweep_<date>_<gpu>.json`` after
-every group.
+For every channel count, pair count and dtype it times the forward launch on a ~256 MiB tensor under each
+``LaunchConfig(block_rows, copy_channels, rotary_channels, num_warps)`` of a modest grid, passed to the launcher
+(``impl.rope_triton._launch(..., config=...)``), by CUDA-graph replay, and divides by the time of ``clone()``. It
+prints the best configuration per group and how far the current ``_launch_config`` choice is from it, and writes
+``sweep_<date>_<gpu>.json`` after every group.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import sys
 from collections.abc import Iterator, Sequence
@@ -28,9 +27,8 @@ import torch
 from benchmarks.common import (
     MIB,
     NO_CUDA_EXIT_CODE,
-    QUANTILES,
     Clock,
-    GpuTimer,
+    GraphTimer,
     ResultFile,
     Timing,
     cuda_available,
@@ -53,8 +51,6 @@ ELEMENTS_PER_THREAD = (4, 16)
 # Chunk widths: 64 channels is a whole 128-byte line in BF16; narrower chunks split lines.
 CHUNK_WIDTHS = (64, 128, 256)
 DEFAULT_TIME_BUDGET_S = 360.0
-WARMUP_MS = 5.0
-REP_MS = 20.0
 
 
 def pair_counts(channels: int, quick: bool) -> list[int]:
@@ -64,49 +60,40 @@ def pair_counts(channels: int, quick: bool) -> list[int]:
 
 
 def chunk_widths(channels: int, default_width: int) -> list[int]:
-    """Chunk widths swept for one group: ``CHUNK_WIDTHS`` up to the row's width, and the current heuristic's.
+    """Copied-chunk widths swept for one group: ``CHUNK_WIDTHS`` up to the row's width, and the heuristic's.
 
-    A program moves its rows' copied channels and then their rotary block in chunks of one width, so a chunk wider
-    than the row (rounded up to a power of two) only adds masked lanes.
+    A chunk wider than the row (rounded up to a power of two) only adds masked lanes.
     """
     whole_row = 1 << (channels - 1).bit_length()
     return sorted({width for width in CHUNK_WIDTHS if width <= max(whole_row, CHUNK_WIDTHS[0])} | {default_width})
 
 
-def candidate_configs(rope: ModuleType, channels: int, default: Any) -> list[Any]:
+def candidate_configs(rope: ModuleType, channels: int, pairs: int, default: Any) -> list[Any]:
     """The grid of one group, the current heuristic's choice first.
 
     Args:
         rope: the ``impl.rope_triton`` module.
         channels: channels of the values.
+        pairs: rotary pairs.
         default: what ``_launch_config`` chooses for this shape.
 
     Returns:
-        ``_LaunchConfig`` instances, each once.
+        ``LaunchConfig`` instances, each once: copied chunks of each width, rotary chunks of the rotary block's
+        width (a power of two, at most 256 channels) or of the copied chunk's, at each chunk size and warp count.
     """
     configs = [default]
-    for block_channels in chunk_widths(channels, default.block_channels):
-        for elements in BLOCK_ELEMENTS:
-            for num_warps in NUM_WARPS:
-                per_thread = elements // (32 * num_warps)
-                if elements >= block_channels and ELEMENTS_PER_THREAD[0] <= per_thread <= ELEMENTS_PER_THREAD[1]:
-                    config = rope._LaunchConfig(
-                        block_rows=elements // block_channels, block_channels=block_channels, num_warps=num_warps
-                    )
-                    if config not in configs:
-                        configs.append(config)
+    rotary_width = min(1 << (2 * pairs - 1).bit_length(), 256)
+    for copy_channels in chunk_widths(channels, default.copy_channels):
+        for rotary_channels in sorted({rotary_width, min(copy_channels, rotary_width)}):
+            for elements in BLOCK_ELEMENTS:
+                for num_warps in NUM_WARPS:
+                    per_thread = elements // (32 * num_warps)
+                    if elements >= copy_channels and ELEMENTS_PER_THREAD[0] <= per_thread <= ELEMENTS_PER_THREAD[1]:
+                        block_rows = elements // copy_channels
+                        config = rope.LaunchConfig(block_rows, copy_channels, rotary_channels, num_warps)
+                        if config not in configs:
+                            configs.append(config)
     return configs
-
-
-@contextlib.contextmanager
-def forced_config(rope: ModuleType, config: Any) -> Iterator[None]:
-    """Makes the launcher use ``config`` for every shape until the block ends."""
-    original = rope._launch_config
-    rope._launch_config = lambda rows, channels, pairs, element_size: config
-    try:
-        yield
-    finally:
-        rope._launch_config = original
 
 
 def _config_json(config: Any) -> dict[str, int]:
@@ -114,11 +101,11 @@ def _config_json(config: Any) -> dict[str, int]:
 
 
 def _config_label(config: dict[str, int]) -> str:
-    return f"R{config['block_rows']} K{config['block_channels']} w{config['num_warps']}"
+    return f"R{config['block_rows']} K{config['copy_channels']}/{config['rotary_channels']} w{config['num_warps']}"
 
 
 def sweep_group(
-    rope: ModuleType, values: torch.Tensor, pairs: int, copy: Timing, timer: GpuTimer, clock: Clock
+    rope: ModuleType, values: torch.Tensor, pairs: int, copy: Timing, timer: GraphTimer, clock: Clock
 ) -> dict[str, Any]:
     """Times every candidate configuration of one (channels, pairs, dtype) group.
 
@@ -140,21 +127,20 @@ def sweep_group(
     rows = values.numel() // channels
     angles = torch.rand(1, SEQUENCE, pairs, device="cuda") * 6.2831853 - 3.1415927
     default = rope._launch_config(rows, channels, pairs, values.element_size())
-    reference = rope.apply_rope_triton(values, angles)
+    reference = rope._launch(values, angles, False, config=default)
     results = []
     complete = True
-    for config in candidate_configs(rope, channels, default):
+    for config in candidate_configs(rope, channels, pairs, default):
         if clock.expired():
             complete = False
             break
         entry: dict[str, Any] = {**_config_json(config), "times_ms": None, "ratio_to_copy": None, "error": None}
         try:
-            with forced_config(rope, config):
-                if not torch.equal(rope.apply_rope_triton(values, angles), reference):
-                    raise ValueError("output differs from the current heuristic's output")
-                timing = timer.time(lambda: rope.apply_rope_triton(values, angles))
+            if not torch.equal(rope._launch(values, angles, False, config=config), reference):
+                raise ValueError("output differs from the current heuristic's output")
+            timing = timer.time(lambda config=config: rope._launch(values, angles, False, config=config))
             entry["times_ms"] = timing.to_json()
-            entry["ratio_to_copy"] = timing.median_ms / copy.median_ms
+            entry["ratio_to_copy"] = timing.warm_ms / copy.warm_ms
         except Exception as error:  # an unlaunchable configuration (too many registers, say) is data, not a crash
             entry["error"] = short_error(error)
         results.append(entry)
@@ -174,7 +160,7 @@ def sweep_group(
         "copy_ms": copy.to_json(),
         "default": _config_json(default),
         "default_ratio_to_copy": None if chosen is None else chosen["ratio_to_copy"],
-        "best": None if best is None else {k: best[k] for k in ("block_rows", "block_channels", "num_warps")},
+        "best": None if best is None else {k: best[k] for k in _config_json(default)},
         "best_ratio_to_copy": None if best is None else best["ratio_to_copy"],
         "default_over_best": default_over_best,
         "complete": complete,
@@ -235,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from impl import rope_triton as rope
 
     clock = Clock(args.time_budget)
-    timer = GpuTimer(warmup_ms=WARMUP_MS, rep_ms=REP_MS)
+    timer = GraphTimer()
     document = {
         "schema": "rope-benchmark-sweep/1",
         "status": "running",
@@ -248,11 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "num_warps": list(NUM_WARPS),
             "elements_per_thread": list(ELEMENTS_PER_THREAD),
             "chunk_widths": list(CHUNK_WIDTHS),
-            "warmup_ms": WARMUP_MS,
-            "rep_ms": REP_MS,
-            "quantiles": list(QUANTILES),
-            "pad_bytes": GpuTimer.PAD_BYTES,
-            "pad_ms": timer.pad_ms,
+            "replays": timer.replays,
             "time_budget_s": args.time_budget,
         },
         "rows": [],
@@ -268,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 break
             if values is None or values.shape[-1] != channels or values.dtype != dtype:
                 values = make_values(channels, dtype)
+                values.clone()
                 copy = timer.time(values.clone)
             row = sweep_group(rope, values, pairs, copy, timer, clock)
             results.add_row(row)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import types
 
+import numpy as np
 import torch
 
 from conformance import backend
@@ -53,8 +54,29 @@ def run_forward(case: Case, device: torch.device, rope: types.ModuleType) -> For
 
 
 def frequencies_of(angles: torch.Tensor) -> torch.Tensor:
-    """The frequencies exactly as the eager path and the kernel compute them, on the angles' device."""
+    """The frequencies exactly as the eager path computes them, on the angles' device."""
     return torch.polar(torch.ones_like(angles), angles)
+
+
+def kernel_frequencies_of(angles: torch.Tensor, rope: types.ModuleType) -> torch.Tensor:
+    """The frequencies the kernel multiplies by, as complex64 on the angles' device: torch.polar's (on a GPU the
+    kernel's own cos/sin equal them for every float32 angle, which ``test_frequencies.py`` proves), except under the
+    interpreter when the in-kernel path is forced, whose cos/sin are numpy's (``sin x = x`` for subnormal x)."""
+    settings = rope.settings(angles.device)
+    if not (settings.in_kernel_frequencies and angles.device.type == "cpu"):
+        return frequencies_of(angles)
+    array = angles.detach().contiguous().numpy()
+    subnormal = (np.abs(array) < np.finfo(np.float32).tiny) | (array == 0)
+    with np.errstate(all="ignore"):
+        cos, sin = np.cos(array), np.where(subnormal, array, np.sin(array))
+    return torch.complex(torch.from_numpy(cos), torch.from_numpy(sin))
+
+
+def contraction_of(device: torch.device, rope: types.ModuleType) -> tuple[str, str]:
+    """The contraction variant the kernel uses on ``device``, which the oracle then emulates."""
+    contraction = rope.settings(device).contraction
+    assert contraction is not None, f"{device}: the kernel runs no contraction variant here (eager fallback)"
+    return contraction
 
 
 def positions(sequence: int, device: torch.device) -> torch.Tensor | None:
@@ -146,71 +168,125 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a.contiguous().view(integer), b.contiguous().view(integer))
 
 
-def forward_matches_oracle(case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None) -> None:
-    """The fused forward equals the oracle's reproduction of CUDA eager, fed the device's own frequencies."""
+def forward_matches_oracle(
+    case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None, *, prefix: str = ""
+) -> None:
+    """The fused forward equals the oracle's reproduction of CUDA eager in the kernel's contraction variant, fed the
+    frequencies the kernel uses."""
     run = run_forward(case, device, rope)
     chosen = positions(run.values.shape[1], device)
     values = on_cpu(run.values, chosen)
-    expected = oracle_eager.apply_rope(values, on_cpu(frequencies_of(run.angles), chosen), inverse=case.inverse)
-    assert_bits(ulp_drift, "fused-vs-oracle", case, device, on_cpu(run.output, chosen), expected, values=values)
+    frequencies = on_cpu(kernel_frequencies_of(run.angles, rope), chosen)
+    expected = oracle_eager.apply_rope(
+        values, frequencies, inverse=case.inverse, contraction=contraction_of(device, rope)
+    )
+    output = on_cpu(run.output, chosen)
+    assert_bits(ulp_drift, f"{prefix}fused-vs-oracle", case, device, output, expected, values=values)
 
 
-def forward_matches_eager(case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None) -> None:
+def forward_matches_eager(
+    case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None, *, prefix: str = ""
+) -> None:
     """The fused forward equals PyTorch's eager path on the same device, every element."""
     run = run_forward(case, device, rope)
     expected = rope._apply_rope_torch(run.values, run.angles, case.inverse)
-    assert_bits(ulp_drift, "fused-vs-eager", case, device, run.output, expected, values=run.values)
+    assert_bits(ulp_drift, f"{prefix}fused-vs-eager", case, device, run.output, expected, values=run.values)
 
 
-def copied_channels_are_copies(case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None) -> None:
-    """Channels before the rotary block are bit copies, NaN payloads and signalling NaNs included."""
+def values_with_random_leading_bits(case: Case, device: torch.device) -> torch.Tensor:
+    """The case's values with random bit patterns (NaN payloads and signalling NaNs among them) in every channel
+    before the rotary block."""
     values = make_values(case, device)
-    channels, pairs = values.shape[-1], case.shape.pairs
+    leading = values.shape[-1] - 2 * case.shape.pairs
     generator = torch.Generator(device=device).manual_seed(case.seed + 3)
     integer = INTEGER_VIEW[case.dtype]
     limit = 2 ** (8 * values.element_size() - 1)
     random_bits = torch.randint(-limit, limit, values.shape, generator=generator, device=device, dtype=torch.int64)
-    values.view(integer)[..., : channels - 2 * pairs] = random_bits[..., : channels - 2 * pairs].to(integer)
+    values.view(integer)[..., :leading] = random_bits[..., :leading].to(integer)
+    return values
+
+
+def copied_channels_are_copies(case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None) -> None:
+    """Channels before the rotary block are bit copies, NaN payloads and signalling NaNs included."""
+    values = values_with_random_leading_bits(case, device)
+    leading = values.shape[-1] - 2 * case.shape.pairs
     output = rope.apply_rope_triton(values, make_angles(case, device), case.inverse)
+    assert_bits(ulp_drift, "copied-vs-input", case, device, output[..., :leading], values[..., :leading])
+
+
+def in_place_matches(case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None) -> None:
+    """``apply_rope_triton_`` returns ``values`` itself with the out-of-place op's bits in the rotary channels (the
+    oracle's, and eager's on a GPU) and every channel before them untouched, whatever its bits."""
+    values = values_with_random_leading_bits(case, device)
+    angles = make_angles(case, device)
+    before, angles_before = values.clone(), angles.clone()
+    leading = values.shape[-1] - 2 * case.shape.pairs
+    out_of_place = rope.apply_rope_triton(before, angles, case.inverse)
+    result = rope.apply_rope_triton_(values, angles, inverse=case.inverse)
+    assert result is values, f"{case.id}: apply_rope_triton_ returned a new tensor, not values"
+    assert _same_bits(angles, angles_before), f"{case.id}: the in-place op wrote its angles"
+    rotated, before_rotary = values[..., leading:], before[..., leading:]
     assert_bits(
-        ulp_drift,
-        "copied-vs-input",
-        case,
-        device,
-        output[..., : channels - 2 * pairs],
-        values[..., : channels - 2 * pairs],
+        ulp_drift, "in-place-vs-out-of-place", case, device, rotated, out_of_place[..., leading:], values=before_rotary
     )
+    assert_bits(ulp_drift, "in-place-untouched-channels", case, device, values[..., :leading], before[..., :leading])
+    chosen = positions(values.shape[1], device)
+    expected = oracle_eager.apply_rope(
+        on_cpu(before, chosen),
+        on_cpu(kernel_frequencies_of(angles, rope), chosen),
+        inverse=case.inverse,
+        contraction=contraction_of(device, rope),
+    )[..., leading:]
+    assert_bits(ulp_drift, "in-place-vs-oracle", case, device, on_cpu(rotated, chosen), expected)
+    if device.type == "cuda":
+        eager = rope._apply_rope_torch(before, angles, case.inverse)[..., leading:]
+        assert_bits(ulp_drift, "in-place-vs-eager", case, device, rotated, eager, values=before_rotary)
 
 
-def gradient_is_conjugate_rotation(case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None) -> None:
+def gradient_is_conjugate_rotation(
+    case: Case,
+    device: torch.device,
+    rope: types.ModuleType,
+    ulp_drift=None,
+    *,
+    prefix: str = "",
+    compare_eager: bool = True,
+) -> None:
     """The autograd gradient for upstream g is the fused op on g with the opposite ``inverse``, bit for bit; it
-    equals the oracle backward (and the eager backward on a GPU) up to the documented zero/NaN normalization of
-    autograd's accumulation; and it does not depend on the values."""
+    equals the oracle backward (and the eager backward on a GPU, unless ``compare_eager`` is off because a
+    contraction variant the device's eager path does not use is forced) up to the documented zero/NaN normalization
+    of autograd's accumulation; and it does not depend on the values. ``prefix`` starts every comparison's label."""
     values = make_values(case, device)
     angles = make_angles(case, device)
     grad_output = make_values(case, device, salt=1)
     leaf = values.detach().requires_grad_(True)
     (gradient,) = torch.autograd.grad(rope.apply_rope_triton(leaf, angles, case.inverse), leaf, grad_output)
     rotated_back = rope.apply_rope_triton(grad_output, angles, not case.inverse)
-    assert_bits(ulp_drift, "backward-vs-conjugate", case, device, gradient, rotated_back, values=grad_output)
+    assert_bits(ulp_drift, f"{prefix}backward-vs-conjugate", case, device, gradient, rotated_back, values=grad_output)
 
     other_leaf = make_values(case, device, salt=2).detach().requires_grad_(True)
     (other,) = torch.autograd.grad(rope.apply_rope_triton(other_leaf, angles, case.inverse), other_leaf, grad_output)
-    assert_bits(ulp_drift, "backward-independent-of-values", case, device, other, gradient)
+    assert_bits(ulp_drift, f"{prefix}backward-independent-of-values", case, device, other, gradient)
 
     chosen = positions(values.shape[1], device)
     upstream = on_cpu(grad_output, chosen)
-    expected = oracle_eager.apply_rope_backward(upstream, on_cpu(frequencies_of(angles), chosen), inverse=case.inverse)
-    allow = ("signed-zero", "nan-bits")
-    assert_bits(
-        ulp_drift, "backward-vs-oracle", case, device, on_cpu(gradient, chosen), expected, values=upstream, allow=allow
+    expected = oracle_eager.apply_rope_backward(
+        upstream,
+        on_cpu(kernel_frequencies_of(angles, rope), chosen),
+        inverse=case.inverse,
+        contraction=contraction_of(device, rope),
     )
-    if device.type == "cuda":
+    allow = ("signed-zero", "nan-bits")
+    gradient_sample = on_cpu(gradient, chosen)
+    comparison = f"{prefix}backward-vs-oracle"
+    assert_bits(ulp_drift, comparison, case, device, gradient_sample, expected, values=upstream, allow=allow)
+    if device.type == "cuda" and compare_eager:
         eager_leaf = values.detach().requires_grad_(True)
         (eager,) = torch.autograd.grad(
             rope._apply_rope_torch(eager_leaf, angles, case.inverse), eager_leaf, grad_output
         )
-        assert_bits(ulp_drift, "backward-vs-eager", case, device, gradient, eager, values=grad_output, allow=allow)
+        comparison = f"{prefix}backward-vs-eager"
+        assert_bits(ulp_drift, comparison, case, device, gradient, eager, values=grad_output, allow=allow)
 
 
 def error_within_bound(case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None) -> None:

@@ -127,16 +127,20 @@ def test_more_rows_than_the_kernel_indexes_take_the_eager_path(rope, device):
 
 
 @pytest.mark.parametrize("rank", [3, 4], ids=["3d", "4d"])
-def test_angles_shared_by_the_batch_are_not_copied_per_batch(rope, device, monkeypatch, rank):
+@pytest.mark.parametrize("source", ["in-kernel", "table"])
+def test_angles_shared_by_the_batch_are_not_copied_per_batch(rope, device, monkeypatch, rank, source):
+    monkeypatch.setenv(rope.FREQUENCIES_VARIABLE, source)
     shape = (4, 6, 3, 40) if rank == 4 else (4, 6, 40)
     values, angles = _inputs(device, torch.bfloat16, shape, angle_shape=(1, 6, 8))
-    tables = []
-    launch = rope._rotate_into
+    launches = []
+    launch = rope._launch_kernel
 
-    def spy(output, values, table, negate_sin):
-        tables.append(tuple(table.shape))
-        launch(output, values, table, negate_sin)
+    def spy(values, frequencies, output, **kwargs):
+        launches.append((tuple(frequencies.shape), rope._frequency_strides(frequencies)))
+        launch(values, frequencies, output, **kwargs)
 
-    monkeypatch.setattr(rope, "_rotate_into", spy)
+    monkeypatch.setattr(rope, "_launch_kernel", spy)
     rope.apply_rope_triton(values, angles)
-    assert tables == [(1, 6, 8, 2)], "one launch, reading one [1, S, P] table for all 4 batch elements"
+    table = (1, 6, 8) if source == "in-kernel" else (1, 6, 8, 2)
+    assert len(launches) == 1, "one launch for all 4 batch elements"
+    assert launches[0][0] == table and launches[0][1][0] == 0, "one [1, S, P] table, read with batch stride 0"

@@ -5,35 +5,58 @@ retires a mutation fails here instead of silently passing), loads the edited cop
 suite's own checks on a handful of cases until one fails. The unmutated copy, loaded the same way, must pass them
 all, so a caught mutation is the edit and not the loading.
 
-Some mutations change bits only under the interpreter: on CUDA, BF16 widening by a cast is exact, Triton's default
-fp-fusion may contract an unfused ``a * b + c`` into the very fma the kernel spells out, and the GPU's float32
-arithmetic returns the canonical NaN by itself, so dropping the FP32 canonicalization changes nothing there. Those
-are skipped on CUDA with that reason (the CPU run, which CI does, still requires them caught); every other
-mutation must be caught on every backend.
+Some mutations can change bits on one backend only, and are skipped on the other with the reason: on CUDA, BF16
+widening by a cast is exact and the GPU's float32 arithmetic returns the canonical NaN by itself; under the
+interpreter numpy never contracts a product into an add, and the lines that call libdevice (the rounded product,
+cos/sin) are the CUDA halves of helpers the interpreter replaces with numpy. Every other mutation must be caught on
+every backend; the CPU run (what CI does) and the GPU run together catch all of them.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import pathlib
 import sys
 
 import pytest
+import torch
 
 from conformance import backend, checks
-from conformance.cases import Case
+from conformance.cases import Case, make_angles, make_values
+from oracle.eager import complex_multiply
 
 SOURCE = pathlib.Path(__file__).resolve().parents[1] / "impl" / "rope_triton.py"
 
 # name: (original text, mutated text)
 MUTATIONS = {
+    # The contraction of the complex multiply: the default variant (first/first), and the others.
     "real-part-fuses-second-product": (
-        "real = tl.fma(x0, cos, _negate(x1 * sin))",
-        "real = tl.fma(_negate(x1), sin, x0 * cos)",
+        "real = tl.fma(x0, cos, _negate(_rounded_product(x1, sin)))",
+        "real = tl.fma(_negate(x1), sin, _rounded_product(x0, cos))",
     ),
-    "imaginary-part-fuses-second-product": ("imag = tl.fma(x0, sin, x1 * cos)", "imag = tl.fma(x1, cos, x0 * sin)"),
-    "real-part-unfused": ("real = tl.fma(x0, cos, _negate(x1 * sin))", "real = x0 * cos - x1 * sin"),
-    "imaginary-part-unfused": ("imag = tl.fma(x0, sin, x1 * cos)", "imag = x0 * sin + x1 * cos"),
+    "imaginary-part-fuses-second-product": (
+        "imag = tl.fma(x0, sin, _rounded_product(x1, cos))",
+        "imag = tl.fma(x1, cos, _rounded_product(x0, sin))",
+    ),
+    "real-part-unfused": (
+        "real = tl.fma(x0, cos, _negate(_rounded_product(x1, sin)))",
+        "real = _rounded_product(x0, cos) - _rounded_product(x1, sin)",
+    ),
+    "imaginary-part-unfused": (
+        "imag = tl.fma(x0, sin, _rounded_product(x1, cos))",
+        "imag = _rounded_product(x0, sin) + _rounded_product(x1, cos)",
+    ),
+    "second-variant-computes-first": (
+        "real = tl.fma(_negate(x1), sin, _rounded_product(x0, cos))",
+        "real = tl.fma(x0, cos, _negate(_rounded_product(x1, sin)))",
+    ),
+    "none-variant-left-to-fp-fusion": (
+        "imag = _rounded_product(x0, sin) + _rounded_product(x1, cos)",
+        "imag = x0 * sin + x1 * cos",
+    ),
+    "rounded-product-left-to-fp-fusion": ("return libdevice.mul_rn(a, b)", "return a * b"),
+    # Rounding, widening, NaNs and signs.
     "bf16-truncating-cast": ("rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16", "rounded = bits >> 16"),
     "bf16-widening-by-cast": (
         "return (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)",
@@ -47,27 +70,110 @@ MUTATIONS = {
         "return (x.to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.float32, bitcast=True)",
         "return 0.0 - x",
     ),
-    "rotary-block-one-pair-early": ("        channels - 2 * pairs,\n", "        channels - 2 * pairs - 2,\n"),
-    "head-read-with-sequence-stride": ("head.to(tl.int64) * stride_head", "head.to(tl.int64) * stride_sequence"),
+    # Addressing.
+    "rotary-block-one-pair-early": ('"pair_offset": channels - 2 * pairs,', '"pair_offset": channels - 2 * pairs - 2,'),
+    "head-read-with-sequence-stride": (
+        "batch, position, head, stride_values_batch, stride_values_sequence, stride_values_head",
+        "batch, position, head, stride_values_batch, stride_values_sequence, stride_values_sequence",
+    ),
+    "output-written-with-values-strides": (
+        "batch, position, head, stride_output_batch, stride_output_sequence, stride_output_head",
+        "batch, position, head, stride_values_batch, stride_values_sequence, stride_values_head",
+    ),
+    "frequencies-shared-by-the-batch": (
+        "batch, position, head, stride_frequencies_batch, stride_frequencies_sequence, 0",
+        "batch, position, head, 0, stride_frequencies_sequence, 0",
+    ),
+    "frequency-pair-stride-ignored": (
+        "frequency = frequency_row + pair[None, :] * stride_frequency",
+        "frequency = frequency_row + pair[None, :]",
+    ),
+    # Frequencies computed in the kernel (CUDA: libdevice flushes subnormal angles).
+    "subnormal-sin-flushed": (
+        "return libdevice.cos(angle), tl.where(subnormal, angle, libdevice.sin(angle))",
+        "return libdevice.cos(angle), libdevice.sin(angle)",
+    ),
+    # Directions.
     "inverse-ignored": ("        if NEGATE_SIN:\n", "        if False:\n"),
     "backward-without-conjugate": (
-        "return _FusedRope.apply(grad_output, frequencies, not ctx.inverse), None, None",
-        "return _FusedRope.apply(grad_output, frequencies, ctx.inverse), None, None",
+        "return _FusedRope.apply(grad_output, angles, not ctx.inverse), None, None",
+        "return _FusedRope.apply(grad_output, angles, ctx.inverse), None, None",
     ),
-    "per-batch-frequencies-not-folded": (
-        "    if table.shape[0] > 1:\n        stride_sequence",
-        "    if False:\n        stride_sequence",
+    # In place.
+    "in-place-rotates-a-copy": (
+        "_launch(values, angles, inverse, in_place=True)",
+        "_launch(values, angles, inverse, in_place=False)",
     ),
+    "in-place-version-not-bumped": (
+        "torch.autograd.graph.increment_version(values)  # a kernel's",
+        "pass  # a kernel's",
+    ),
+    # Calibration.
+    "calibration-trusts-the-last-segment": ("uniform &= set(names)", "uniform = set(names)"),
 }
 
-FUSION_MAY_UNDO = "on CUDA, Triton's default fp-fusion may contract the unfused expression into the same fma"
-INTERPRETER_ONLY = {
-    "real-part-unfused": FUSION_MAY_UNDO,
-    "imaginary-part-unfused": FUSION_MAY_UNDO,
-    "bf16-widening-by-cast": "on CUDA, widening BF16 by a cast is exact; only the interpreter gets subnormals wrong",
-    # Seen on the H200 (docs/gpu-runs/README.md): the mutant passed every probe, FP32 NaN payloads included.
-    "nan-not-canonical": "on CUDA, the GPU's float32 fma and multiply already return the canonical NaN 0x7FFFFFFF",
+# Mutations of lines one backend never runs (the kernel's helpers differ: numpy under the interpreter, libdevice on
+# CUDA), or whose bits only one backend can tell apart.
+BACKEND_ONLY = {
+    "interpreter": {
+        "bf16-widening-by-cast": "on CUDA, widening BF16 by a cast is exact; the interpreter gets subnormals wrong",
+        # Seen on the H200 (docs/gpu-runs/README.md): the mutant passed every probe, FP32 NaN payloads included.
+        "nan-not-canonical": "on CUDA, the GPU's float32 fma and multiply already return the canonical NaN 0x7FFFFFFF",
+    },
+    "cuda": {
+        "none-variant-left-to-fp-fusion": "numpy, which the interpreter runs, never contracts a product into an add",
+        "rounded-product-left-to-fp-fusion": "the interpreter's helper is a plain product; this line runs on CUDA",
+        "subnormal-sin-flushed": "the interpreter computes cos/sin with numpy; this line runs on CUDA",
+    },
 }
+
+
+def _forced_variant(contraction: str, check):
+    """A probe: ``check`` with the contraction variant forced by its environment variable."""
+
+    def probe(case, device, module):
+        previous = os.environ.get(module.CONTRACTION_VARIABLE)
+        os.environ[module.CONTRACTION_VARIABLE] = contraction
+        try:
+            check(case, device, module)
+        finally:
+            if previous is None:
+                del os.environ[module.CONTRACTION_VARIABLE]
+            else:
+                os.environ[module.CONTRACTION_VARIABLE] = previous
+
+    probe.__name__ = f"{check.__name__}[{contraction}]"
+    return probe
+
+
+def _version_counter_is_bumped(case, device, module):
+    values, angles = make_values(case, device), make_angles(case, device)
+    before = values._version
+    module.apply_rope_triton_(values, angles, inverse=case.inverse)
+    assert values._version > before, f"{case.id}: the in-place op did not bump the version counter"
+
+
+def _non_uniform_eager_path_is_refused(case, device, module):
+    def multiply(values, factors):  # the H200's variant, but the other one for partial blocks
+        factors = factors.resolve_conj().expand(values.shape)
+        x = torch.view_as_real(values.contiguous()).cpu().numpy()
+        f = torch.view_as_real(factors.contiguous()).cpu().numpy()
+        variant = ("first", "first") if values.numel() % 512 == 0 else ("second", "first")
+        real, imag = complex_multiply(x[..., 0], x[..., 1], f[..., 0], f[..., 1], variant)
+        return torch.complex(torch.from_numpy(real), torch.from_numpy(imag)).to(values.device)
+
+    calibration = module.calibrate(device, multiply=multiply)
+    assert calibration.contraction is None, f"a non-uniform eager path calibrated to {calibration.contraction}"
+
+
+def _kernel_cos_sin_equal_polar(case, device, module):
+    if device.type != "cuda":
+        return  # the interpreter's cos/sin are numpy's: test_frequencies.py covers them
+    angles = module.frequency_probe_angles(device)
+    polar = torch.view_as_real(torch.polar(torch.ones_like(angles), angles))
+    differ = int((module.kernel_frequencies(angles).view(torch.int32) != polar.view(torch.int32)).sum())
+    assert differ == 0, f"kernel cos/sin differ from torch.polar on {differ} sampled angles"
+
 
 # The cases the checks run on: every dtype, both directions, odd channels, transposed and per-batch layouts, and
 # the value regimes where rounding, NaN and zero handling show. Small shapes on every device: each mutant compiles
@@ -88,20 +194,20 @@ PROBES = [
     (checks.forward_matches_oracle, Case("fp16", "index-query", "contiguous", True, "special", small=True)),
     (checks.forward_matches_oracle, Case("fp32", "window-kv", "contiguous", False, "special", small=True)),
     (checks.gradient_is_conjugate_rotation, Case("fp32", "query", "contiguous", False, "normal", small=True)),
+    (checks.in_place_matches, Case("bf16", "query", "channel-strided", True, "normal", small=True)),
+    (_version_counter_is_bumped, Case("fp32", "batch3", "transposed", False, "normal")),
+    (
+        _forced_variant("second/none", checks.forward_matches_oracle),
+        Case("fp32", "query", "contiguous", False, "normal", small=True),
+    ),
+    (_non_uniform_eager_path_is_refused, Case("fp32", "query", "contiguous", False, "normal", small=True)),
+    (_kernel_cos_sin_equal_polar, Case("fp32", "query", "contiguous", False, "normal", small=True)),
 ]
 
 
-OPERATOR = '"dsv41_rope::rotate"'
-
-
 def _load(source: str, directory: pathlib.Path, name: str):
-    """Import ``source`` as a fresh module from a file (Triton reads kernel source through ``inspect``).
-
-    The copy registers its launch operator under its own namespace: PyTorch operators are global, and a copy that
-    reused ``dsv41_rope::rotate`` would replace the real module's implementation for the rest of the session.
-    """
-    assert source.count(OPERATOR) == 1, f"the operator name {OPERATOR} is no longer in {SOURCE.name}: update this test"
-    source = source.replace(OPERATOR, f'"{name}::rotate"')
+    """Import ``source`` as a fresh module from a file (Triton reads kernel source through ``inspect``). Its
+    operators register under a namespace derived from the module name, so they do not replace the real module's."""
     path = directory / f"{name}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(name, path)
@@ -133,8 +239,9 @@ def test_mutation_is_caught(rope, device, tmp_path, mutation):
     original, mutated = MUTATIONS[mutation]
     source = SOURCE.read_text()
     assert source.count(original) == 1, f"mutation {mutation!r} no longer applies to {SOURCE.name}: update it"
-    if mutation in INTERPRETER_ONLY and backend.name() == "cuda":
-        pytest.skip(INTERPRETER_ONLY[mutation])
+    other_backend = "cuda" if backend.name() == "interpreter" else "interpreter"
+    if mutation in BACKEND_ONLY[other_backend]:
+        pytest.skip(BACKEND_ONLY[other_backend][mutation])
     module = _load(source.replace(original, mutated), tmp_path, f"rope_mutant_{mutation.replace('-', '_')}")
     caught = _first_failure(module, device)
     assert caught is not None, f"mutation {mutation!r} passed every probe: the suite would not gate it"

@@ -1,19 +1,26 @@
-"""Fused Triton rotary embedding for DeepSeek V4.1 attention, forward and backward in one pass each.
+"""Fused Triton rotary embedding for DeepSeek V4.1 attention: one launch per call, bit-identical to eager.
 
 A drop-in for the eager ``_apply_rope(values, angles, *, inverse=False)`` of NeMo Automodel's DeepSeek V4.1
 attention: the last ``2 * angles.shape[-1]`` channels of ``values`` (``[batch, sequence, channels]`` or
 ``[batch, sequence, heads, channels]``) are rotated as adjacent complex pairs by ``exp(i * angles)`` (its conjugate
 when ``inverse``), the other channels are copied. The eager path streams the tensor through memory several times
-(slice, upcast, complex multiply, downcast, clone, copy); the kernel reads each element once and writes it once.
+(slice, upcast, complex multiply, downcast, clone, copy); the kernel reads each element once and writes it once, and
+:func:`apply_rope_triton_` rotates only the rotary channels, in place, for callers that own the tensor.
 
-Numerics follow the eager CUDA path bit for bit:
+Numerics follow the eager path of the device bit for bit:
 
-* The frequencies come from the same ``torch.polar(torch.ones_like(angles), angles)`` call the eager path runs, so
-  cos/sin are PyTorch's own bits. They are computed once per forward and saved for the backward.
-* ``(x0 + i x1) * (c + i s)`` is evaluated as ``r0 = fma(x0, c, -(x1 * s))``, ``r1 = fma(x0, s, x1 * c)``: the
-  contraction nvcc gives ``c10::complex<float>``'s multiply (measured on the H200, torch 2.11.0+cu130: 0 mismatches
-  in millions of products; fusing the second product instead mismatches about a third). The conjugate (inverse, and
-  every backward) only negates ``s``.
+* **The complex multiply** ``(x0 + i x1) * (c + i s)`` is evaluated in float32 the way the device's eager build
+  contracts ``c10::complex<float>``'s ``a*c - b*d`` and ``a*d + b*c``: per part, an fma of the first product
+  (``first``), of the second (``second``), or both products rounded (``none``). That is nvcc's choice when PyTorch
+  is built, so it is *measured*: on first use per CUDA device, :func:`calibrate` runs the device's own eager multiply
+  on crafted operands and picks the variant that reproduces it (``first/first`` on the H200 with torch
+  2.11.0+cu130). A device whose eager multiply matches no single variant runs the eager path, with a warning.
+  ``DSV41_ROPE_CONTRACTION=<real>/<imag>`` forces a variant; under Triton's interpreter the default is the H200's.
+* **The frequencies** are ``cos``/``sin`` of the float32 angles, computed in the kernel with libdevice where
+  calibration shows they equal ``torch.polar(ones, angles)`` bit for bit on the device (libdevice's ``sinf`` flushes
+  subnormal angles, where eager's gives ``sin x = x``; the kernel returns the angle there). Otherwise, and under the
+  interpreter, the kernel reads the table of the same ``torch.polar`` call the eager path makes.
+  ``DSV41_ROPE_FREQUENCIES=in-kernel|table`` forces one. The conjugate (inverse, and every backward) negates ``s``.
 * The float32 result is rounded to the input dtype with round-to-nearest-even, and every NaN the rotation produces
   is the canonical NaN CUDA emits (0x7FFF for BF16/FP16, 0x7FFFFFFF for FP32). Copied channels keep their bits.
 
@@ -31,6 +38,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import warnings
 
 import torch
 
@@ -42,6 +51,7 @@ except ImportError:  # pragma: no cover - exercised only where triton is absent
     _HAVE_TRITON = False
 try:
     import triton.language as tl
+    from triton.language.extra import libdevice
 
     _HAVE_TRITON_LANGUAGE = True
 except ImportError:  # pragma: no cover
@@ -49,7 +59,7 @@ except ImportError:  # pragma: no cover
 
 HAVE_TRITON: bool = bool(_HAVE_TRITON and _HAVE_TRITON_LANGUAGE)
 
-# The most elements one chunk of a program holds (BLOCK_R rows x BLOCK_K channels).
+# The most elements one chunk of a program holds (BLOCK_R rows x chunk channels).
 _ELEMENTS_PER_PROGRAM = 4096
 _FUSED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 # Row indices are 32-bit in the kernel, with room for the last tile's masked rows.
@@ -57,6 +67,16 @@ _MAX_ROWS = 2**31 - 1 - _ELEMENTS_PER_PROGRAM
 
 # Triton reads TRITON_INTERPRET when a kernel is defined; this is the same truth test it applies.
 _INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on", "y")
+
+CONTRACTIONS = ("first", "second", "none")
+# The eager CUDA contraction measured on the H200 (torch 2.11.0+cu130): the default where nothing is calibrated.
+MEASURED_CONTRACTION = ("first", "first")
+CONTRACTION_VARIABLE = "DSV41_ROPE_CONTRACTION"
+FREQUENCIES_VARIABLE = "DSV41_ROPE_FREQUENCIES"
+_FREQUENCY_SOURCES = {"in-kernel": True, "table": False}
+# torch.library namespace of this module's operators: two copies of the file imported under different module names
+# (a vendored copy beside this one, a test's mutant) must not replace each other's operators.
+_OPERATOR_NAMESPACE = "dsv41_rope_" + re.sub(r"\W", "_", __name__)
 
 
 if HAVE_TRITON:
@@ -90,237 +110,755 @@ if HAVE_TRITON:
         """-x by flipping the sign bit: on the H200 with Triton 3.6, unary minus gave +0 for -(+0) (as 0 - x would)."""
         return (x.to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.float32, bitcast=True)
 
+    if _INTERPRETED:
+
+        @triton.jit
+        def _rounded_product(a, b):
+            """``a * b`` rounded once (numpy, which the interpreter runs, never contracts it)."""
+            return a * b
+
+        @triton.jit
+        def _cos_sin(angle):
+            """cos and sin of float32 angles (numpy's under the interpreter); ``sin x = x`` for subnormal x."""
+            subnormal = (angle.to(tl.uint32, bitcast=True) & 0x7FFFFFFF) < 0x00800000
+            return tl.cos(angle), tl.where(subnormal, angle, tl.sin(angle))
+
+    else:
+
+        @triton.jit
+        def _rounded_product(a, b):
+            """``a * b`` rounded once: an explicit rounding mode keeps LLVM and ptxas from contracting the product
+            into a neighbouring add, which Triton's default fp-fusion would otherwise do."""
+            return libdevice.mul_rn(a, b)
+
+        @triton.jit
+        def _cos_sin(angle):
+            """cos and sin of float32 angles with libdevice, as eager CUDA computes them. Triton links libdevice
+            with flush-to-zero, so its ``sinf`` returns 0 for subnormal angles, where eager returns the angle."""
+            subnormal = (angle.to(tl.uint32, bitcast=True) & 0x7FFFFFFF) < 0x00800000
+            return libdevice.cos(angle), tl.where(subnormal, angle, libdevice.sin(angle))
+
     @triton.jit
-    def _rotate_tile(
+    def _complex_multiply(x0, x1, cos, sin, REAL: tl.constexpr, IMAG: tl.constexpr):
+        """``(x0 + i x1) * (cos + i sin)`` in float32, each part contracted as REAL/IMAG say: the first product
+        fused (``first``), the second fused (``second``), or both rounded (``none``)."""
+        if REAL == "first":
+            real = tl.fma(x0, cos, _negate(_rounded_product(x1, sin)))
+        elif REAL == "second":
+            real = tl.fma(_negate(x1), sin, _rounded_product(x0, cos))
+        else:
+            real = _rounded_product(x0, cos) - _rounded_product(x1, sin)
+        if IMAG == "first":
+            imag = tl.fma(x0, sin, _rounded_product(x1, cos))
+        elif IMAG == "second":
+            imag = tl.fma(x1, cos, _rounded_product(x0, sin))
+        else:
+            imag = _rounded_product(x0, sin) + _rounded_product(x1, cos)
+        return real, imag
+
+    @triton.jit
+    def _row_offset(batch, position, head, stride_batch, stride_sequence, stride_head):
+        """Element offset of each row's start (``[BLOCK_R, 1]``, 64-bit: rows * channels exceeds 2**31)."""
+        offset = batch.to(tl.int64) * stride_batch + position.to(tl.int64) * stride_sequence
+        return (offset + head.to(tl.int64) * stride_head)[:, None]
+
+    @triton.jit
+    def _copy_channels(source, target, count, stride_source, stride_target, row_ok, BLOCK_R, BLOCK_K):
+        """Copy channels ``[0, count)`` of each row with plain loads and stores (every bit kept, NaN payloads too).
+        Whole chunks are masked by row alone, so their accesses stay full vectors; then the remainder."""
+        whole_end = count - count % BLOCK_K
+        rows_mask = tl.broadcast_to(row_ok, (BLOCK_R, BLOCK_K))
+        for start in range(0, whole_end, BLOCK_K):
+            channel = (start + tl.arange(0, BLOCK_K))[None, :]
+            tl.store(
+                target + channel * stride_target,
+                tl.load(source + channel * stride_source, mask=rows_mask),
+                mask=rows_mask,
+            )
+        if whole_end < count:
+            channel = whole_end + tl.arange(0, BLOCK_K)
+            mask = row_ok & (channel < count)[None, :]
+            channel = channel[None, :]
+            tl.store(target + channel * stride_target, tl.load(source + channel * stride_source, mask=mask), mask=mask)
+
+    @triton.jit
+    def _rotate_chunk(
         source,
         target,
         frequency_row,
-        local,
-        mask,
+        start,
+        pairs,
+        stride_source,
+        stride_target,
+        stride_frequency,
+        row_ok,
+        IN_KERNEL_FREQUENCIES: tl.constexpr,
         NEGATE_SIN: tl.constexpr,
+        REAL: tl.constexpr,
+        IMAG: tl.constexpr,
         BLOCK_R: tl.constexpr,
-        BLOCK_K: tl.constexpr,
+        ROTARY_K: tl.constexpr,
     ):
-        """Rotate BLOCK_R rows x BLOCK_K rotary channels: ``source``/``target``/``frequency_row`` point at each
-        row's rotary block (``[BLOCK_R, 1]``), ``local`` are channels within it, starting on a whole pair."""
-        x = _to_float32(tl.load(source + local[None, :], mask=mask, other=0.0))
-        x0, x1 = tl.split(tl.reshape(x, (BLOCK_R, BLOCK_K // 2, 2)))
-        frequency = tl.load(frequency_row + local[None, :], mask=mask, other=0.0)
-        cos, sin = tl.split(tl.reshape(frequency, (BLOCK_R, BLOCK_K // 2, 2)))
+        """Rotate rotary channels ``[start, start + ROTARY_K)`` of BLOCK_R rows (``start`` is even, so the chunk
+        holds whole pairs). The whole chunk is loaded before any of it is stored: in place, both values of a pair
+        are read before either is written."""
+        channel = start + tl.arange(0, ROTARY_K)
+        mask = row_ok & (channel < 2 * pairs)[None, :]
+        x = _to_float32(tl.load(source + channel[None, :] * stride_source, mask=mask, other=0.0))
+        x0, x1 = tl.split(tl.reshape(x, (BLOCK_R, ROTARY_K // 2, 2)))
+        pair = start // 2 + tl.arange(0, ROTARY_K // 2)
+        pair_mask = row_ok & (pair < pairs)[None, :]
+        frequency = frequency_row + pair[None, :] * stride_frequency
+        if IN_KERNEL_FREQUENCIES:
+            cos, sin = _cos_sin(tl.load(frequency, mask=pair_mask, other=0.0))
+        else:  # torch.polar's (cos, sin) pairs, sin next to cos
+            cos = tl.load(frequency, mask=pair_mask, other=0.0)
+            sin = tl.load(frequency + 1, mask=pair_mask, other=0.0)
         if NEGATE_SIN:
             sin = _negate(sin)
-        # c10::complex<float> multiply as nvcc contracts it on the H200: the first product of each part is fused.
-        # Spelled out so the bits do not depend on Triton's fp-fusion default.
-        real = tl.fma(x0, cos, _negate(x1 * sin))
-        imag = tl.fma(x0, sin, x1 * cos)
-        rotated = tl.reshape(tl.join(real, imag), (BLOCK_R, BLOCK_K))
-        tl.store(target + local[None, :], _from_float32(rotated, target.dtype.element_ty), mask=mask)
-
-    @triton.jit
-    def _row_pointers(
-        values_ptr, output_ptr, row, sequence, heads, channels, stride_batch, stride_sequence, stride_head
-    ):
-        """Each row's first element in values and in the contiguous output (``[BLOCK_R, 1]``), and its position.
-
-        Rows are decomposed in 32 bits (the launcher keeps rows below 2**31; a 64-bit division is a long software
-        routine); element offsets are 64-bit: rows * channels exceeds 2**31 for long sequences.
-        """
-        head = row % heads
-        position = (row // heads) % sequence
-        batch = row // heads // sequence
-        offset = batch.to(tl.int64) * stride_batch + position.to(tl.int64) * stride_sequence
-        source = values_ptr + (offset + head.to(tl.int64) * stride_head)[:, None]
-        target = output_ptr + (row.to(tl.int64) * channels)[:, None]
-        return source, target, position
+        real, imag = _complex_multiply(x0, x1, cos, sin, REAL, IMAG)
+        rotated = tl.reshape(tl.join(real, imag), (BLOCK_R, ROTARY_K))
+        tl.store(target + channel[None, :] * stride_target, _from_float32(rotated, target.dtype.element_ty), mask=mask)
 
     @triton.jit
     def _rope_kernel(
-        # Pointers: values [batch, sequence, heads, channels] (channels contiguous), frequencies as float32
-        # (cos, sin) pairs [sequence, pairs, 2], output contiguous like values.
+        # Pointers: values [batch, sequence, heads, channels]; frequencies [batch or 1, sequence or 1, pairs] float32
+        # angles, or torch.polar's (cos, sin) pairs [..., pairs, 2]; output shaped like values (values itself when
+        # rotating in place).
         values_ptr,
         frequencies_ptr,
         output_ptr,
-        # Sizes. rows = batch * sequence * heads; the rotary block is channels [pair_offset, channels).
+        # Sizes. rows = batch * sequence * heads; the rotary block is channels [pair_offset, pair_offset + 2 * pairs).
         rows,
         sequence,
         heads,
-        channels,
         pairs,
         pair_offset,
-        # Strides of values, in elements.
-        stride_batch,
-        stride_sequence,
-        stride_head,
-        # Meta-parameters: NEGATE_SIN selects the conjugate; a program owns BLOCK_R whole rows and moves them in
-        # chunks of BLOCK_K channels.
+        # Strides, in elements; a dimension the frequencies broadcast over has stride 0.
+        stride_values_batch,
+        stride_values_sequence,
+        stride_values_head,
+        stride_values_channel,
+        stride_output_batch,
+        stride_output_sequence,
+        stride_output_head,
+        stride_output_channel,
+        stride_frequencies_batch,
+        stride_frequencies_sequence,
+        stride_frequencies_pair,
+        # Meta-parameters. COPY_CHANNELS: out of place, the channels before the rotary block are copied too.
+        # IN_KERNEL_FREQUENCIES: frequencies holds angles and cos/sin are computed here. NEGATE_SIN: the conjugate.
+        # REAL/IMAG: the contraction of each part of the complex multiply. A program owns BLOCK_R whole rows and
+        # moves them in chunks of COPY_K copied and ROTARY_K rotary channels.
+        COPY_CHANNELS: tl.constexpr,
+        IN_KERNEL_FREQUENCIES: tl.constexpr,
         NEGATE_SIN: tl.constexpr,
+        REAL: tl.constexpr,
+        IMAG: tl.constexpr,
         BLOCK_R: tl.constexpr,
-        BLOCK_K: tl.constexpr,
+        COPY_K: tl.constexpr,
+        ROTARY_K: tl.constexpr,
     ):
+        # Rows are decomposed in 32 bits (the launcher keeps rows below 2**31; a 64-bit division is a long software
+        # routine); offsets are 64-bit.
         row = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-        source, target, position = _row_pointers(
-            values_ptr, output_ptr, row, sequence, heads, channels, stride_batch, stride_sequence, stride_head
-        )
         row_ok = (row < rows)[:, None]
-        # The copied channels: plain loads and stores, so every bit, NaN payloads included, is kept. Whole chunks
-        # are masked by row alone, so their accesses stay full vectors whatever pair_offset is; then the rest.
-        whole_chunks_end = pair_offset - pair_offset % BLOCK_K
-        rows_mask = tl.broadcast_to(row_ok, (BLOCK_R, BLOCK_K))
-        for start in range(0, whole_chunks_end, BLOCK_K):
-            channel = start + tl.arange(0, BLOCK_K)
-            tl.store(target + channel[None, :], tl.load(source + channel[None, :], mask=rows_mask), mask=rows_mask)
-        if whole_chunks_end < pair_offset:
-            channel = whole_chunks_end + tl.arange(0, BLOCK_K)
-            mask = row_ok & (channel < pair_offset)[None, :]
-            tl.store(target + channel[None, :], tl.load(source + channel[None, :], mask=mask), mask=mask)
-        # The rotary block, in chunks from its own start, so that a chunk always begins on a whole pair.
-        frequency_row = frequencies_ptr + (position.to(tl.int64) * (2 * pairs))[:, None]
-        for start in range(0, 2 * pairs, BLOCK_K):
-            local = start + tl.arange(0, BLOCK_K)
-            mask = row_ok & (local < 2 * pairs)[None, :]
-            _rotate_tile(
-                source + pair_offset, target + pair_offset, frequency_row, local, mask, NEGATE_SIN, BLOCK_R, BLOCK_K
+        head = row % heads
+        position = (row // heads) % sequence
+        batch = row // heads // sequence
+        source = values_ptr + _row_offset(
+            batch, position, head, stride_values_batch, stride_values_sequence, stride_values_head
+        )
+        target = output_ptr + _row_offset(
+            batch, position, head, stride_output_batch, stride_output_sequence, stride_output_head
+        )
+        frequency_row = frequencies_ptr + _row_offset(
+            batch, position, head, stride_frequencies_batch, stride_frequencies_sequence, 0
+        )
+        if COPY_CHANNELS:
+            _copy_channels(
+                source, target, pair_offset, stride_values_channel, stride_output_channel, row_ok, BLOCK_R, COPY_K
             )
+        source += pair_offset * stride_values_channel
+        target += pair_offset * stride_output_channel
+        for start in range(0, 2 * pairs, ROTARY_K):
+            _rotate_chunk(
+                source,
+                target,
+                frequency_row,
+                start,
+                pairs,
+                stride_values_channel,
+                stride_output_channel,
+                stride_frequencies_pair,
+                row_ok,
+                IN_KERNEL_FREQUENCIES,
+                NEGATE_SIN,
+                REAL,
+                IMAG,
+                BLOCK_R,
+                ROTARY_K,
+            )
+
+    @triton.jit
+    def _frequencies_kernel(angles_ptr, output_ptr, count, BLOCK: tl.constexpr):
+        """The kernel's own (cos, sin) of ``count`` float32 angles, as ``[count, 2]`` pairs (calibration and tests)."""
+        index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        mask = index < count
+        cos, sin = _cos_sin(tl.load(angles_ptr + index, mask=mask, other=0.0))
+        pair_offsets = index[:, None] * 2 + tl.arange(0, 2)[None, :]
+        tl.store(output_ptr + pair_offsets, tl.join(cos, sin), mask=mask[:, None])
+
+
+# -- launch ------------------------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
-class _LaunchConfig:
-    """Tile shape and warps of one launch of :func:`_rope_kernel`."""
+class LaunchConfig:
+    """Tile shape and warps of one launch of :func:`_rope_kernel`: ``block_rows`` whole rows per program, moved in
+    chunks of ``copy_channels`` copied and ``rotary_channels`` rotary channels (powers of two)."""
 
     block_rows: int
-    block_channels: int
+    copy_channels: int
+    rotary_channels: int
     num_warps: int
 
 
-def _launch_config(rows: int, channels: int, pairs: int, element_size: int) -> _LaunchConfig:
-    """Choose rows per program, chunk width and warps for a tensor of ``rows`` x ``channels``.
+@dataclasses.dataclass(frozen=True)
+class KernelSettings:
+    """How the kernel reproduces a device's eager path: the contraction of each part of the complex multiply
+    (``(real, imag)``, or None where no variant reproduces the device: the eager path then runs), whether cos/sin
+    are computed in the kernel, and where these settings came from."""
 
-    From the launch sweep on the H200 (``benchmarks/sweep.py``; docs/benchmarks.md has the figures): chunks of
-    2 KiB, with chunks as wide as the row allows (256 channels for rows of 2 KiB and more, 128 from 1 KiB, 64
-    below) and 4 warps, one 16-byte vector per thread; rows of 256 bytes or less run on 2 warps. Over the 40 swept
-    shapes (channels 64-1024, pairs 1, 32 and C/2, BF16 and FP32) this is 1.3% slower than each shape's best
-    configuration on average, at most 12%.
+    contraction: tuple[str, str] | None
+    in_kernel_frequencies: bool
+    source: str
+
+    def describe(self) -> str:
+        """One line for logs and reports, e.g. ``first/first, frequencies in kernel (calibrated)``."""
+        variant = "/".join(self.contraction) if self.contraction else "eager path (no contraction variant matches)"
+        frequencies = "frequencies in kernel" if self.in_kernel_frequencies else "frequencies from torch.polar"
+        return f"{variant}, {frequencies} ({self.source})"
+
+
+def _launch_config(rows: int, channels: int, pairs: int, element_size: int) -> LaunchConfig:
+    """Choose rows per program, chunk widths and warps for a tensor of ``rows`` x ``channels``.
+
+    Chunks of about 2 KiB (one 16-byte vector per thread of 4 warps), from the launch sweeps on the H200
+    (``benchmarks/sweep.py``, docs/benchmarks.md): copied chunks as wide as the row allows (256 channels for rows of
+    2 KiB and more, 128 from 1 KiB, 64 below), narrowed while they do not divide the copied part, so that a row's
+    copied channels are whole vector chunks (448 of a 512-channel DeepSeek row are 7 chunks of 64); rotary chunks of
+    the rotary block's width. Rows of 256 bytes or less run on 2 warps.
     """
-    del pairs  # kept in the signature for the launch-heuristic sweep (benchmarks/sweep.py)
     row_bytes = channels * element_size
-    block_channels = 256 if row_bytes >= 2048 else 128 if row_bytes >= 1024 else 64
-    block_rows = max(1, 2048 // (block_channels * element_size))
-    block_rows = min(block_rows, _ELEMENTS_PER_PROGRAM // block_channels, triton.next_power_of_2(max(rows, 1)))
-    return _LaunchConfig(block_rows=block_rows, block_channels=block_channels, num_warps=2 if row_bytes <= 256 else 4)
+    copy_channels = 256 if row_bytes >= 2048 else 128 if row_bytes >= 1024 else 64
+    pair_offset = channels - 2 * pairs
+    while copy_channels > 64 and pair_offset % copy_channels:
+        copy_channels //= 2
+    rotary_channels = min(triton.next_power_of_2(2 * pairs), copy_channels)
+    widest = max(copy_channels, rotary_channels)
+    block_rows = max(1, 2048 // (copy_channels * element_size))
+    block_rows = min(block_rows, _ELEMENTS_PER_PROGRAM // widest, triton.next_power_of_2(max(rows, 1)))
+    return LaunchConfig(block_rows, copy_channels, rotary_channels, num_warps=2 if row_bytes <= 256 else 4)
 
 
-def _frequency_table(frequencies: torch.Tensor, batch: int, sequence: int) -> torch.Tensor:
-    """Float32 (cos, sin) pairs ``[batch or 1, sequence, pairs, 2]``, contiguous, from complex ``[b, s, pairs]``."""
-    table = torch.view_as_real(frequencies)
-    if table.shape[1] != sequence:  # angles broadcast over the sequence: small, so materialize it
-        table = table.expand(table.shape[0], sequence, *table.shape[2:])
-    return table.contiguous()
+@dataclasses.dataclass
+class _Plan:
+    """A launch worked out once per shape/stride/dtype/alignment signature: grid, scalar arguments, and (on CUDA)
+    the compiled kernel, launched directly on later calls as Triton's fused-softmax tutorial does."""
+
+    grid: tuple[int]
+    scalars: dict[str, object]
+    num_warps: int
+    compiled: object = None
+
+    def launch(self, values: torch.Tensor, frequencies: torch.Tensor, output: torch.Tensor) -> None:
+        if self.compiled is not None:
+            self.compiled[self.grid](values, frequencies, output, *self.scalars.values())
+            return
+        compiled = _rope_kernel[self.grid](values, frequencies, output, **self.scalars, num_warps=self.num_warps)
+        # The compiled kernel takes every parameter positionally, in the kernel's order (constexprs included).
+        if not _INTERPRETED and hasattr(compiled, "__getitem__") and list(self.scalars) == _KERNEL_SCALARS:
+            self.compiled = compiled
 
 
-def _launch(values: torch.Tensor, frequencies: torch.Tensor, negate_sin: bool) -> torch.Tensor:
-    """Rotate the last ``2 * pairs`` channels of ``values`` by ``frequencies`` in one pass.
-
-    Args:
-        values: ``[batch, sequence, channels]`` or ``[batch, sequence, heads, channels]``, BF16/FP16/FP32, any
-            batch/sequence/head strides (a transposed ``[B, H, S, D] -> [B, S, H, D]`` view is read in place).
-        frequencies: complex64 ``[batch or 1, sequence or 1, pairs]``, the ``torch.polar`` output.
-        negate_sin: rotate by the conjugate (inverse forward, and every backward).
-
-    Returns:
-        A new contiguous tensor shaped and typed like ``values``.
-    """
-    if values.stride(-1) != 1:  # the kernel reads channels contiguously; a channel-strided view is copied first
-        values = values.contiguous()
-    output = torch.empty(values.shape, dtype=values.dtype, device=values.device)
-    if output.numel() == 0:
-        return output
-    table = _frequency_table(frequencies, values.shape[0], values.shape[1])
-    if table.shape[0] > 1 and not _batches_fold(values):
-        for index in range(values.shape[0]):  # per-batch frequencies in a layout that cannot fold: launch per batch
-            _rotate_into(output[index : index + 1], values[index : index + 1], table[index : index + 1], negate_sin)
-    else:
-        _rotate_into(output, values, table, negate_sin)
-    return output
+# The kernel's parameters after its three pointers, in order.
+_KERNEL_SCALARS = list(getattr(_rope_kernel, "arg_names", ())[3:]) if HAVE_TRITON else []
+_PLANS: dict[tuple, _Plan] = {}
+_MAX_PLANS = 4096
 
 
-def _batches_fold(values: torch.Tensor) -> bool:
-    """Whether batch and sequence of ``values`` can be read as one dimension of ``batch * sequence`` positions."""
-    return values.shape[1] == 1 or values.stride(0) == values.shape[1] * values.stride(1)
-
-
-def _rotate_into(output: torch.Tensor, values: torch.Tensor, table: torch.Tensor, negate_sin: bool) -> None:
-    """One kernel launch writing ``output``; ``table`` is ``[1 or batch, sequence, pairs, 2]`` contiguous float32.
-
-    The kernel indexes the table by position alone (broadcast over batch). Per-batch tables are handled by reading
-    batch and sequence as one dimension, which the caller guarantees with :func:`_batches_fold`.
-    """
-    four_d = values.dim() == 4
-    batch, sequence = values.shape[0], values.shape[1]
-    heads = values.shape[2] if four_d else 1
-    channels, pairs = values.shape[-1], table.shape[-2]
-    stride_batch, stride_sequence = values.stride(0), values.stride(1)
-    stride_head = values.stride(2) if four_d else 0
-    if table.shape[0] > 1:
-        stride_sequence = stride_sequence if sequence > 1 else stride_batch
-        batch, sequence = 1, batch * sequence
-    rows = batch * sequence * heads
-    if rows > _MAX_ROWS:  # _uses_fused_kernel sends such tensors to the eager path; this guards direct callers
-        raise ValueError(f"the kernel indexes rows in 32 bits: {rows} rows (values {_describe(values)}) is too many")
-    config = _launch_config(rows, channels, pairs, values.element_size())
-    _rope_kernel[(triton.cdiv(rows, config.block_rows),)](
-        values,
-        table,
-        output,
-        rows,
-        sequence,
-        heads,
-        channels,
-        pairs,
-        channels - 2 * pairs,
-        stride_batch,
-        stride_sequence,
-        stride_head,
-        NEGATE_SIN=negate_sin,
-        BLOCK_R=config.block_rows,
-        BLOCK_K=config.block_channels,
-        num_warps=config.num_warps,
+def _frequency_strides(frequencies: torch.Tensor) -> tuple[int, int, int]:
+    """Batch, sequence and pair strides of ``[b, s, pairs(, 2)]`` frequencies; 0 where they broadcast (size 1)."""
+    return tuple(
+        stride if size > 1 else 0 for size, stride in zip(frequencies.shape[:3], frequencies.stride()[:3], strict=True)
     )
 
 
+def _launch_kernel(
+    values: torch.Tensor,
+    frequencies: torch.Tensor,
+    output: torch.Tensor,
+    *,
+    negate_sin: bool,
+    settings: KernelSettings,
+    config: LaunchConfig | None = None,
+) -> None:
+    """One launch of :func:`_rope_kernel` writing ``output`` (a new tensor, or ``values`` itself in place).
+
+    Args:
+        values: ``[batch, sequence, channels]`` or ``[batch, sequence, heads, channels]``, any strides.
+        frequencies: float32 angles ``[batch or 1, sequence or 1, pairs]`` (``settings.in_kernel_frequencies``), or
+            torch.polar's pairs ``[batch or 1, sequence or 1, pairs, 2]`` with cos and sin adjacent.
+        output: shaped like ``values``; ``values`` itself rotates in place and copies nothing.
+        negate_sin: rotate by the conjugate.
+        settings: the contraction variant and frequency source (``settings.contraction`` must not be None).
+        config: tile shape and warps; default :func:`_launch_config`.
+    """
+    key = (
+        values.device,
+        values.dtype,
+        values.shape,
+        values.stride(),
+        frequencies.shape,
+        frequencies.stride(),
+        output is values,
+        negate_sin,
+        settings.contraction,
+        settings.in_kernel_frequencies,
+        config,
+        # Triton specializes pointers on 16-byte alignment: a plan is only valid for the same alignments.
+        values.data_ptr() % 16,
+        frequencies.data_ptr() % 16,
+        output.data_ptr() % 16,
+    )
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _make_plan(values, frequencies, output, negate_sin, settings, config)
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    if values.is_cuda and values.device.index != torch.cuda.current_device():
+        with torch.cuda.device(values.device):  # Triton launches on the current device's stream
+            plan.launch(values, frequencies, output)
+    else:
+        plan.launch(values, frequencies, output)
+
+
+def _make_plan(
+    values: torch.Tensor,
+    frequencies: torch.Tensor,
+    output: torch.Tensor,
+    negate_sin: bool,
+    settings: KernelSettings,
+    config: LaunchConfig | None,
+) -> _Plan:
+    four_d = values.dim() == 4
+    batch, sequence = values.shape[0], values.shape[1]
+    heads = values.shape[2] if four_d else 1
+    channels, pairs = values.shape[-1], frequencies.shape[2]
+    rows = batch * sequence * heads
+    if rows > _MAX_ROWS:  # _uses_fused_kernel sends such tensors to the eager path; this guards direct callers
+        raise ValueError(f"the kernel indexes rows in 32 bits: {rows} rows (values {_describe(values)}) is too many")
+    config = config or _launch_config(rows, channels, pairs, values.element_size())
+
+    def strides(tensor: torch.Tensor) -> tuple[int, int, int, int]:
+        return tensor.stride(0), tensor.stride(1), tensor.stride(2) if four_d else 0, tensor.stride(-1)
+
+    frequency_batch, frequency_sequence, frequency_pair = _frequency_strides(frequencies)
+    names = ("stride_values_batch", "stride_values_sequence", "stride_values_head", "stride_values_channel")
+    output_names = ("stride_output_batch", "stride_output_sequence", "stride_output_head", "stride_output_channel")
+    scalars = {
+        "rows": rows,
+        "sequence": sequence,
+        "heads": heads,
+        "pairs": pairs,
+        "pair_offset": channels - 2 * pairs,
+        **dict(zip(names, strides(values), strict=True)),
+        **dict(zip(output_names, strides(output), strict=True)),
+        "stride_frequencies_batch": frequency_batch,
+        "stride_frequencies_sequence": frequency_sequence,
+        "stride_frequencies_pair": frequency_pair,
+        "COPY_CHANNELS": output is not values,
+        "IN_KERNEL_FREQUENCIES": settings.in_kernel_frequencies,
+        "NEGATE_SIN": negate_sin,
+        "REAL": settings.contraction[0],
+        "IMAG": settings.contraction[1],
+        "BLOCK_R": config.block_rows,
+        "COPY_K": config.copy_channels,
+        "ROTARY_K": config.rotary_channels,
+    }
+    return _Plan(grid=(triton.cdiv(rows, config.block_rows),), scalars=scalars, num_warps=config.num_warps)
+
+
+def _angles_3d(angles: torch.Tensor) -> torch.Tensor:
+    """``[pairs]`` and ``[sequence, pairs]`` angles (3-D values only) as ``[1, 1 or sequence, pairs]`` views."""
+    return angles if angles.dim() == 3 else angles.reshape((1,) * (3 - angles.dim()) + tuple(angles.shape))
+
+
+def _launch(
+    values: torch.Tensor,
+    angles: torch.Tensor,
+    negate_sin: bool,
+    *,
+    in_place: bool = False,
+    config: LaunchConfig | None = None,
+) -> torch.Tensor:
+    """Rotate the last ``2 * pairs`` channels of ``values`` by ``angles`` in one kernel launch.
+
+    Args:
+        values: ``[batch, sequence, channels]`` or ``[batch, sequence, heads, channels]``, BF16/FP16/FP32, any
+            strides (a transposed ``[B, H, S, D] -> [B, S, H, D]`` view is read in place).
+        angles: float32 ``[batch or 1, sequence or 1, pairs]`` (``[pairs]``, ``[sequence, pairs]`` for 3-D values),
+            any strides.
+        negate_sin: rotate by the conjugate (inverse forward, and every backward).
+        in_place: write the rotated channels into ``values`` itself and leave the others untouched.
+        config: tile shape and warps; default :func:`_launch_config`.
+
+    Returns:
+        A new contiguous tensor shaped and typed like ``values``, or ``values`` when ``in_place``. Where the
+        device's eager multiply matches no contraction variant (or is not calibrated yet inside a CUDA-graph
+        capture), the eager path's result, with its bits.
+    """
+    settings = _kernel_settings(values.device)
+    if settings.contraction is None:
+        if in_place:
+            _rotate_in_place_eagerly(values, angles, negate_sin)
+            return values
+        return _apply_rope_torch(values, angles, negate_sin)
+    output = values if in_place else torch.empty(values.shape, dtype=values.dtype, device=values.device)
+    if values.numel() == 0:
+        return output
+    angles = _angles_3d(angles)
+    if settings.in_kernel_frequencies:
+        frequencies = angles
+    else:
+        frequencies = torch.view_as_real(torch.polar(torch.ones_like(angles), angles))
+    _launch_kernel(values, frequencies, output, negate_sin=negate_sin, settings=settings, config=config)
+    return output
+
+
+# -- calibration -------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """What :func:`calibrate` established for one device.
+
+    Attributes:
+        device: the device, e.g. ``cuda:0``.
+        contraction: the variant ``(real, imag)`` whose bits equal the device's eager multiply on every probe
+            segment, or None when no single variant does (the eager path then runs on this device).
+        in_kernel_frequencies: the kernel's cos/sin equal ``torch.polar``'s on every sampled angle.
+        observed: what the probes saw: per segment and part, the variants that matched; the frequency mismatches.
+    """
+
+    device: str
+    contraction: tuple[str, str] | None
+    in_kernel_frequencies: bool
+    observed: str
+
+
+_CALIBRATIONS: dict[torch.device, Calibration] = {}
+_WARNED: set[torch.device] = set()
+
+
+def _crafted_floats(count: int, seed: int) -> list[float]:
+    """``count`` floats in [1, 2) with 23 pseudo-random fraction bits (an LCG: the same on every machine)."""
+    state, floats = seed, []
+    for _ in range(count):
+        state = (state * 6364136223846793005 + 1442695040888963407) % 2**64
+        floats.append(1.0 + (state >> 41) / 2**23)
+    return floats
+
+
+def _crafted_values(factors: torch.Tensor) -> torch.Tensor:
+    """complex64 values whose products with ``factors`` nearly cancel, the real part at even and the imaginary part
+    at odd positions. In a near-cancellation the three contraction variants round to three different results
+    (fma of the first product: ``P - RN(Q)``; of the second: ``RN(P) - Q``; none: ``RN(P) - RN(Q)``, all exact),
+    so a few elements tell every pair of variants apart."""
+    flat = factors.resolve_conj().reshape(-1).to(torch.complex128)
+    cos, sin = flat.real, flat.imag
+    first = torch.tensor(_crafted_floats(flat.numel(), seed=flat.numel()), dtype=torch.float64)
+    even = torch.arange(flat.numel()) % 2 == 0
+    # x0 * cos ~ x1 * sin cancels the real part; x0 * sin ~ -x1 * cos the imaginary part.
+    second = torch.where(even, first * cos / sin, -first * sin / cos)
+    return torch.complex(first.float(), second.float()).reshape(factors.shape)
+
+
+def contraction_probe(device: torch.device | str) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """The calibration's operands: ``(segment, values, factors)``, complex64 on ``device``, whose eager product
+    covers each way PyTorch's elementwise kernels can run it: a vectorized body, a body with a tail, a tensor
+    shorter than a vector, a factor broadcast over heads (the RoPE multiply), and a conjugated factor (inverse and
+    backward)."""
+    cos = torch.tensor(_crafted_floats(4101, seed=1), dtype=torch.float32) - 1.5
+    sin = torch.tensor(_crafted_floats(4101, seed=2), dtype=torch.float32) - 0.5
+    factors = torch.complex(torch.where(cos.abs() < 1e-3, 0.25, cos), torch.where(sin.abs() < 1e-3, 0.75, sin))
+    heads_factors = factors[: 32 * 32].reshape(32, 1, 32)
+    segments = [
+        ("vector-body", factors[:4096]),
+        ("body-and-tail", factors[:4101]),
+        ("short", factors[:3]),
+        ("broadcast-over-heads", heads_factors),
+        ("conjugate", factors[:4096].conj()),
+    ]
+    probe = []
+    for name, segment_factors in segments:
+        operand_shape = (32, 4, 32) if name == "broadcast-over-heads" else segment_factors.shape
+        values = _crafted_values(segment_factors.expand(operand_shape))
+        probe.append((name, values.to(device), segment_factors.to(device)))
+    return probe
+
+
+def _eager_multiply(values: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
+    return values * factors
+
+
+def _variant_products(
+    probe: list[tuple[str, torch.Tensor, torch.Tensor]], contraction: tuple[str, str]
+) -> torch.Tensor:
+    """The kernel's products of every probe segment, concatenated, as float32 ``[elements, 2]``."""
+    values = torch.cat([v.reshape(-1) for _, v, _ in probe])
+    factors = torch.cat([f.expand(v.shape).resolve_conj().reshape(-1) for _, v, f in probe])
+    values = torch.view_as_real(values)[None]  # [1, N, 2]: one pair per row
+    table = torch.view_as_real(factors)[None, :, None, :]  # [1, N, 1, 2]
+    output = torch.empty_like(values)
+    settings = KernelSettings(contraction, in_kernel_frequencies=False, source="probe")
+    config = LaunchConfig(block_rows=1024, copy_channels=2, rotary_channels=2, num_warps=4)
+    _launch_kernel(values, table, output, negate_sin=False, settings=settings, config=config)
+    return output[0]
+
+
+def _matching_contraction(
+    probe: list[tuple[str, torch.Tensor, torch.Tensor]], multiply
+) -> tuple[tuple[str, str] | None, str]:
+    """The variant whose bits equal ``multiply``'s on every segment, and what each segment matched."""
+    eager = torch.view_as_real(torch.cat([multiply(v, f).reshape(-1) for _, v, f in probe]))
+    eager_bits = eager.contiguous().view(torch.int32)
+    variants = {name: _variant_products(probe, (name, name)).view(torch.int32) for name in CONTRACTIONS}
+    chosen, seen = [], []
+    for part, label in enumerate(("real", "imag")):
+        uniform, start = set(CONTRACTIONS), 0
+        per_segment = []
+        for segment, values, _ in probe:
+            end = start + values.numel()
+            matched = {
+                name: bool(torch.equal(bits[start:end, part], eager_bits[start:end, part]))
+                for name, bits in variants.items()
+            }
+            names = [name for name in CONTRACTIONS if matched[name]]
+            per_segment.append(f"{segment}={'|'.join(names) or 'none of them'}")
+            uniform &= set(names)
+            start = end
+        seen.append(f"{label}: " + " ".join(per_segment))
+        chosen.append(next(iter(uniform)) if len(uniform) == 1 else None)
+    contraction = (chosen[0], chosen[1]) if None not in chosen else None
+    return contraction, "; ".join(seen)
+
+
+def frequency_probe_angles(device: torch.device | str) -> torch.Tensor:
+    """float32 angles the calibration checks the kernel's cos/sin on: the specials, every sign/exponent/leading
+    mantissa bits pattern (subnormals, huge and non-finite angles included) with pseudo-random low bits, and RoPE
+    angles of positions up to 2**20."""
+    high = torch.arange(2**16, dtype=torch.int64) << 16
+    low = torch.tensor([int(f * 2**23) & 0xFFFF for f in _crafted_floats(2**16, seed=3)], dtype=torch.int64)
+    patterns = (high | low).to(torch.int32).view(torch.float32)
+    specials = torch.tensor(
+        [0x0, 0x80000000, 0x1, 0x807FFFFF, 0x00800000, 0x7F7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000],
+        dtype=torch.int64,
+    )
+    positions = torch.arange(0, 2**20, 61, dtype=torch.float32)
+    inverse_frequencies = 10000.0 ** (-torch.arange(32, dtype=torch.float32) / 32)
+    rope = (positions[:, None] * inverse_frequencies).reshape(-1)
+    return torch.cat([specials.to(torch.int32).view(torch.float32), patterns, rope]).to(device)
+
+
+def kernel_frequencies(angles: torch.Tensor) -> torch.Tensor:
+    """The (cos, sin) pairs ``[..., 2]`` the kernel computes in place of ``torch.polar(ones, angles)``."""
+    flat = angles.contiguous().reshape(-1)
+    output = torch.empty((flat.numel(), 2), dtype=torch.float32, device=angles.device)
+    if flat.numel():
+        _frequencies_kernel[(triton.cdiv(flat.numel(), 1024),)](flat, output, flat.numel(), BLOCK=1024)
+    return output.reshape(*angles.shape, 2)
+
+
+def _libdevice_matches_polar(device: torch.device) -> tuple[bool, str]:
+    angles = frequency_probe_angles(device)
+    polar = torch.view_as_real(torch.polar(torch.ones_like(angles), angles))
+    differ = (kernel_frequencies(angles).view(torch.int32) != polar.view(torch.int32)).any(-1)
+    count = int(differ.sum())
+    if not count:
+        return True, f"kernel cos/sin == torch.polar on {angles.numel()} sampled angles"
+    first = angles[differ][:3].view(torch.int32).tolist()
+    examples = ", ".join(f"0x{bits & 0xFFFFFFFF:08X}" for bits in first)
+    return False, f"kernel cos/sin differ from torch.polar on {count} of {angles.numel()} angles (e.g. {examples})"
+
+
+def calibrate(device: torch.device | str | None = None, *, multiply=None) -> Calibration:
+    """Measure how ``device``'s eager path computes RoPE, so that the kernel reproduces it bit for bit.
+
+    Runs the device's eager complex multiply on crafted operands (:func:`contraction_probe`) and the kernel's three
+    contraction variants on the same ones, and keeps the variant that matches in every segment; checks the kernel's
+    cos/sin against ``torch.polar`` on sampled angles (CUDA only: the interpreter keeps torch.polar's table). The
+    answer is cached per device; :func:`apply_rope_triton` calls this on its first eager call on a device. Call it
+    yourself before capturing CUDA graphs or compiling with torch.compile, where it cannot run.
+
+    Args:
+        device: the device; default the current CUDA device (the CPU under the interpreter).
+        multiply: the eager complex multiply to reproduce, ``(values, factors) -> product``; default torch's own.
+            Passing one (tests pass fakes of known contraction) returns its calibration without caching it.
+
+    Returns:
+        The :class:`Calibration`.
+
+    Raises:
+        RuntimeError: inside torch.compile tracing or CUDA-graph capture, or without Triton.
+    """
+    if not HAVE_TRITON:
+        raise RuntimeError("calibrate() needs triton")
+    if device is None:
+        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    if torch.compiler.is_compiling() or (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+        raise RuntimeError(
+            "calibrate() runs the eager path and reads its bits back, which torch.compile tracing and CUDA-graph "
+            f"capture do not allow: call impl.rope_triton.calibrate({str(device)!r}) before them"
+        )
+    with torch.cuda.device(device) if device.type == "cuda" else _no_context():
+        contraction, seen = _matching_contraction(contraction_probe(device), multiply or _eager_multiply)
+        if device.type == "cuda" and not _INTERPRETED:
+            in_kernel, frequencies_seen = _libdevice_matches_polar(device)
+        else:
+            in_kernel, frequencies_seen = False, "interpreter: torch.polar's table (its cos/sin are numpy's)"
+    calibration = Calibration(str(device), contraction, in_kernel, f"{seen}; {frequencies_seen}")
+    if multiply is None:
+        _CALIBRATIONS[device] = calibration
+    return calibration
+
+
+class _no_context:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _forced(variable: str, allowed: dict[str, object] | None = None) -> object:
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return None
+    if allowed is not None:
+        if text not in allowed:
+            raise ValueError(f"{variable}={text!r}: expected one of {', '.join(allowed)}")
+        return allowed[text]
+    parts = tuple(text.split("/"))
+    if len(parts) != 2 or any(part not in CONTRACTIONS for part in parts):
+        raise ValueError(f"{variable}={text!r}: expected <real>/<imag>, each one of {', '.join(CONTRACTIONS)}")
+    return parts
+
+
+def settings(device: torch.device | str) -> KernelSettings:
+    """The contraction variant and frequency source the kernel uses on ``device`` now (calibrating a CUDA device on
+    first use; a forcing environment variable wins)."""
+    return _kernel_settings(torch.device(device))
+
+
+def _kernel_settings(device: torch.device) -> KernelSettings:
+    contraction = _forced(CONTRACTION_VARIABLE)
+    in_kernel = _forced(FREQUENCIES_VARIABLE, _FREQUENCY_SOURCES)
+    forced = contraction is not None or in_kernel is not None
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    calibration = _CALIBRATIONS.get(device)
+    if calibration is None and device.type == "cuda" and not _INTERPRETED:
+        if torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing():
+            if contraction is None:
+                _warn_once(
+                    device,
+                    f"{device} is not calibrated yet, which cannot happen inside torch.compile tracing or a CUDA-graph "
+                    f"capture: the eager path runs; call impl.rope_triton.calibrate({str(device)!r}) before them",
+                )
+            return KernelSettings(contraction, bool(in_kernel), "forced" if forced else "not calibrated: eager path")
+        calibration = calibrate(device)
+    if calibration is None:  # the interpreter: no eager path of a GPU to measure
+        source = "forced" if forced else "interpreter default: the H200's variant"
+        return KernelSettings(contraction or MEASURED_CONTRACTION, bool(in_kernel), source)
+    if calibration.contraction is None and contraction is None:
+        _warn_once(
+            device,
+            f"the eager complex multiply of {device} matches no single contraction variant, so the eager path runs "
+            f"there. The probe saw: {calibration.observed}",
+        )
+    return KernelSettings(
+        contraction or calibration.contraction,
+        calibration.in_kernel_frequencies if in_kernel is None else in_kernel,
+        "forced" if forced else "calibrated",
+    )
+
+
+def _warn_once(device: torch.device, message: str) -> None:
+    if device not in _WARNED:
+        _WARNED.add(device)
+        warnings.warn(f"dsv41 rope: {message}", RuntimeWarning, stacklevel=3)
+
+
+# -- operators and autograd --------------------------------------------------------------------------------------------
+
 if HAVE_TRITON:
-    # The launch as a PyTorch operator: torch.compile treats it as one opaque node (no graph break, no tracing into
-    # Triton's launcher) and its fake implementation gives the output's metadata without running the kernel.
-    @torch.library.custom_op("dsv41_rope::rotate", mutates_args=())
-    def _rotate_op(values: torch.Tensor, frequencies: torch.Tensor, negate_sin: bool) -> torch.Tensor:
-        return _launch(values, frequencies, negate_sin)
+    # The launches as PyTorch operators: torch.compile treats each as one opaque node (no graph break, no tracing into
+    # Triton's launcher); the fake implementation gives the output's metadata without running the kernel, and the
+    # in-place one declares the tensor it mutates.
+    @torch.library.custom_op(f"{_OPERATOR_NAMESPACE}::rotate", mutates_args=())
+    def _rotate_op(values: torch.Tensor, angles: torch.Tensor, negate_sin: bool) -> torch.Tensor:
+        return _launch(values, angles, negate_sin)
 
     @_rotate_op.register_fake
-    def _rotate_op_fake(values: torch.Tensor, frequencies: torch.Tensor, negate_sin: bool) -> torch.Tensor:
+    def _rotate_op_fake(values: torch.Tensor, angles: torch.Tensor, negate_sin: bool) -> torch.Tensor:
         return torch.empty(values.shape, dtype=values.dtype, device=values.device)
+
+    @torch.library.custom_op(f"{_OPERATOR_NAMESPACE}::rotate_", mutates_args=("values",))
+    def _rotate_in_place_op(values: torch.Tensor, angles: torch.Tensor, negate_sin: bool) -> None:
+        _rotate_in_place(values, angles, negate_sin)
+
+    @_rotate_in_place_op.register_fake
+    def _rotate_in_place_op_fake(values: torch.Tensor, angles: torch.Tensor, negate_sin: bool) -> None:
+        return None
+
+
+def _rotate(values: torch.Tensor, angles: torch.Tensor, negate_sin: bool) -> torch.Tensor:
+    """The out-of-place launch; through its operator only while torch.compile traces (eagerly, the operator's
+    dispatch would only add host time)."""
+    if torch.compiler.is_compiling():
+        return _rotate_op(values, angles, negate_sin)
+    return _launch(values, angles, negate_sin)
 
 
 class _FusedRope(torch.autograd.Function):
-    """Autograd wrapper: the backward is the same one-pass rotation by the conjugate, itself differentiable."""
+    """Autograd wrapper: the backward is the same one-pass rotation by the conjugate, itself differentiable. It saves
+    the angles alone (cos/sin are recomputed, in the kernel or by torch.polar)."""
 
     @staticmethod
-    def forward(ctx: object, values: torch.Tensor, frequencies: torch.Tensor, inverse: bool) -> torch.Tensor:
-        """Rotate ``values`` by ``frequencies`` (conjugated when ``inverse``); see :func:`_launch`."""
-        ctx.save_for_backward(frequencies)
+    def forward(ctx: object, values: torch.Tensor, angles: torch.Tensor, inverse: bool) -> torch.Tensor:
+        """Rotate ``values`` by ``angles`` (conjugated when ``inverse``); see :func:`_launch`."""
+        ctx.save_for_backward(angles)
         ctx.inverse = inverse
-        # The operator is what torch.compile traces; run eagerly, its dispatch would only add host time.
-        if torch.compiler.is_compiling():
-            return _rotate_op(values, frequencies, inverse)
-        return _launch(values, frequencies, negate_sin=inverse)
+        return _rotate(values, angles, inverse)
 
     @staticmethod
     def backward(ctx: object, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
         """The rotation is orthogonal, so its gradient is the rotation by the conjugate."""
-        (frequencies,) = ctx.saved_tensors
+        (angles,) = ctx.saved_tensors
         if not ctx.needs_input_grad[0]:
             return None, None, None
         # Through apply (not _launch) so that the backward is recorded under create_graph and can be
         # differentiated again: it is linear in grad_output, and its own gradient is the forward rotation.
-        return _FusedRope.apply(grad_output, frequencies, not ctx.inverse), None, None
+        return _FusedRope.apply(grad_output, angles, not ctx.inverse), None, None
+
+
+# -- the eager path ----------------------------------------------------------------------------------------------------
 
 
 def _apply_rope_torch(values: torch.Tensor, angles: torch.Tensor, inverse: bool = False) -> torch.Tensor:
@@ -349,6 +887,15 @@ def _apply_rope_torch(values: torch.Tensor, angles: torch.Tensor, inverse: bool 
     output = values.clone(memory_format=torch.contiguous_format)
     output[..., -rotary_dim:] = rotated
     return output
+
+
+def _rotate_in_place_eagerly(values: torch.Tensor, angles: torch.Tensor, inverse: bool) -> None:
+    """The in-place fallback: the eager path's rotated channels, written into ``values``' rotary block."""
+    rotary = values[..., -2 * angles.shape[-1] :]
+    rotary.copy_(_apply_rope_torch(rotary, angles, inverse))
+
+
+# -- input checks and dispatch -----------------------------------------------------------------------------------------
 
 
 def _describe(tensor: torch.Tensor) -> str:
@@ -402,8 +949,43 @@ def _broadcasts_to(shape: list[int], target: tuple[int, ...]) -> bool:
     )
 
 
+def _check_in_place(values: torch.Tensor, angles: torch.Tensor) -> None:
+    """Refuse what PyTorch's own in-place operations refuse, before anything is written."""
+    if values.requires_grad and torch.is_grad_enabled():
+        raise RuntimeError(
+            f"apply_rope_triton_ rotates in place without recording a gradient, but values {_describe(values)} "
+            "require grad: call apply_rope_triton (out of place) for training, or this under torch.no_grad()"
+        )
+    if any(size > 1 and stride == 0 for size, stride in zip(values.shape, values.stride(), strict=True)):
+        raise RuntimeError(
+            f"unsupported operation: more than one element of values {_describe(values)} (strides "
+            f"{values.stride()}) refers to a single memory location; clone() it before rotating in place"
+        )
+
+
+def _check_no_shared_memory(values: torch.Tensor, angles: torch.Tensor) -> None:
+    """Refuse angles that live in the memory the in-place rotation writes (checked where data pointers exist:
+    eagerly, or when the compiled operator runs)."""
+    if values.numel() == 0 or angles.numel() == 0:
+        return
+    if values.untyped_storage().data_ptr() != angles.untyped_storage().data_ptr():
+        return
+
+    def extent(t: torch.Tensor) -> tuple[int, int]:
+        last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
+        return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+    (values_start, values_end), (angles_start, angles_end) = extent(values), extent(angles)
+    if values_start < angles_end and angles_start < values_end:
+        raise RuntimeError(
+            f"angles {_describe(angles)} share memory with values {_describe(values)}, which the in-place rotation "
+            "would overwrite while reading them; clone() the angles"
+        )
+
+
 def _uses_fused_kernel(values: torch.Tensor, angles: torch.Tensor) -> bool:
-    """Whether :func:`apply_rope_triton` runs the kernel for these (valid) inputs rather than the eager path."""
+    """Whether :func:`apply_rope_triton` runs the kernel for these (valid) inputs rather than the eager path (a CUDA
+    device whose calibration found no contraction variant runs the eager path too, inside the launch)."""
     on_kernel_device = values.is_cuda or (_INTERPRETED and values.device.type == "cpu")
     indexable_angles = angles.dim() == 3 or (values.dim() == 3 and angles.dim() in (1, 2))
     return (
@@ -417,13 +999,16 @@ def _uses_fused_kernel(values: torch.Tensor, angles: torch.Tensor) -> bool:
     )
 
 
+# -- public entry points -----------------------------------------------------------------------------------------------
+
+
 def apply_rope_triton(values: torch.Tensor, angles: torch.Tensor, inverse: bool = False) -> torch.Tensor:
     """Rotary embedding of the last ``2 * angles.shape[-1]`` channels, bit-identical to the eager path.
 
     Args:
-        values: ``[batch, sequence, channels]`` or ``[batch, sequence, heads, channels]``; any batch, sequence and
-            head strides.
-        angles: ``[batch or 1, sequence or 1, pairs]`` (for 3-D values also ``[sequence, pairs]`` or ``[pairs]``).
+        values: ``[batch, sequence, channels]`` or ``[batch, sequence, heads, channels]``; any strides.
+        angles: ``[batch or 1, sequence or 1, pairs]`` (for 3-D values also ``[sequence, pairs]`` or ``[pairs]``);
+            any strides.
         inverse: rotate by ``exp(-i * angles)``.
 
     Returns:
@@ -437,6 +1022,44 @@ def apply_rope_triton(values: torch.Tensor, angles: torch.Tensor, inverse: bool 
     _check_inputs(values, angles, inverse)
     if not _uses_fused_kernel(values, angles):
         return _apply_rope_torch(values, angles, inverse)
-    angles = angles.reshape((1,) * (3 - angles.dim()) + tuple(angles.shape))
-    frequencies = torch.polar(torch.ones_like(angles), angles)
-    return _FusedRope.apply(values, frequencies, inverse)
+    if values.requires_grad and torch.is_grad_enabled():
+        return _FusedRope.apply(values, angles, inverse)
+    return _rotate(values, angles, inverse)  # no gradient wanted: no autograd machinery
+
+
+def apply_rope_triton_(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
+    """In-place rotary embedding: rotates ``values[..., -2 * pairs:]`` and returns ``values``, bit for bit as
+    :func:`apply_rope_triton` and the eager path give the rotated channels. The other channels are neither read nor
+    written. For callers that own the tensor and need no gradient (inference, an indexer under ``no_grad``).
+
+    Args:
+        values: as for :func:`apply_rope_triton`; written through its own strides (views of longer buffers and the
+            transposed attention output included). Must not need a gradient, nor overlap itself in memory.
+        angles: as for :func:`apply_rope_triton`; must not share memory with ``values``.
+        inverse: rotate by ``exp(-i * angles)``.
+
+    Returns:
+        ``values``, its version counter bumped.
+
+    Raises:
+        TypeError, ValueError: as :func:`apply_rope_triton`.
+        RuntimeError: ``values`` requires grad while grad mode is on, overlaps itself, or shares memory with
+            ``angles``. Nothing is written then.
+    """
+    _check_inputs(values, angles, inverse)
+    _check_in_place(values, angles)
+    if torch.compiler.is_compiling() and HAVE_TRITON:
+        _rotate_in_place_op(values, angles, inverse)
+    else:
+        _rotate_in_place(values, angles, inverse)
+    return values
+
+
+def _rotate_in_place(values: torch.Tensor, angles: torch.Tensor, inverse: bool) -> None:
+    """The in-place rotation, eagerly or as the compiled operator's body: fused, or the eager fallback."""
+    _check_no_shared_memory(values, angles)
+    if not _uses_fused_kernel(values, angles):
+        _rotate_in_place_eagerly(values, angles, inverse)
+        return
+    _launch(values, angles, inverse, in_place=True)
+    torch.autograd.graph.increment_version(values)  # a kernel's writes are invisible to autograd otherwise

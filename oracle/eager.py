@@ -8,15 +8,16 @@ The eager path being emulated, for values ``[B, S, C]`` or ``[B, S, H, C]`` and 
     out = values.clone(); out[..., -2P:] = torch.view_as_real(rotated).flatten(-2).to(values.dtype)
 
 Each step is reproduced bit for bit: exact widening, the CUDA complex multiply with its fma contraction
-(:func:`cuda_complex_multiply`), round-to-nearest-even narrowing with canonical NaN, and a plain bit copy of the
-first ``C - 2P`` channels (NaN payloads kept). The backward adds autograd's accumulation of two partial gradients
-(:func:`accumulate_partial_gradients`). Nothing here is shared with the kernel under test.
+(:func:`complex_multiply`, in each of the three variants a CUDA build may use), round-to-nearest-even narrowing with
+canonical NaN, and a plain bit copy of the first ``C - 2P`` channels (NaN payloads kept). The backward adds
+autograd's accumulation of two partial gradients (:func:`accumulate_partial_gradients`). Nothing here is shared
+with the kernel under test.
 """
 
 import numpy as np
 import torch
 
-from oracle.fma import fma32, multiply32
+from oracle.fma import canonicalize_nan32, fma32, multiply32
 from oracle.rounding import SUPPORTED_DTYPES, round_to_dtype, widen_to_float32
 
 _INTEGER_VIEW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
@@ -24,32 +25,61 @@ _INTEGER_VIEW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.
 _PAIRS_PER_CHUNK = 1 << 19
 
 
-def cuda_complex_multiply(
-    x0: np.ndarray, x1: np.ndarray, cos: np.ndarray, sin: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(x0 + i*x1) * (cos + i*sin)`` in float32 exactly as CUDA's ``c10::complex<float>`` multiply rounds it.
+CONTRACTIONS = ("first", "second", "none")
+# What nvcc made of c10::complex<float>'s multiply in torch 2.11.0+cu130 on the H200 (the default everywhere).
+H200_CONTRACTION = ("first", "first")
 
-    CUDA contracts the first product of each component into an fma and rounds the second one separately::
+
+def _contracted(first_a, first_b, second_a, second_b, sign: int, variant: str) -> np.ndarray:
+    """``first_a * first_b + sign * second_a * second_b`` in float32, contracted as ``variant`` says."""
+    with np.errstate(all="ignore"):  # inf * 0 and inf - inf give NaN on purpose, as on the GPU
+        if variant == "first":
+            return fma32(first_a, first_b, sign * multiply32(second_a, second_b))
+        if variant == "second":
+            return fma32(np.float32(sign) * second_a, second_b, multiply32(first_a, first_b))
+        if variant == "none":
+            total = np.asarray(multiply32(first_a, first_b) + np.float32(sign) * multiply32(second_a, second_b))
+            return canonicalize_nan32(total)
+    raise ValueError(f"unknown contraction variant {variant!r}: expected one of {', '.join(CONTRACTIONS)}")
+
+
+def complex_multiply(
+    x0: np.ndarray,
+    x1: np.ndarray,
+    cos: np.ndarray,
+    sin: np.ndarray,
+    contraction: tuple[str, str] = H200_CONTRACTION,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(x0 + i*x1) * (cos + i*sin)`` in float32 exactly as a CUDA build's ``c10::complex<float>`` multiply rounds it.
+
+    ``c10::complex`` computes ``real = x0*cos - x1*sin`` and ``imag = x0*sin + x1*cos``; which product nvcc fuses
+    into an fma is its choice when PyTorch is built, so each part takes a variant: ``first`` (the first product fused,
+    the second rounded), ``second`` (the other way round) or ``none`` (both rounded, then added). The H200 build of
+    torch 2.11.0+cu130 is ``first/first``::
 
         real = fma(x0, cos, -RN(x1 * sin))
         imag = fma(x0, sin,  RN(x1 * cos))
 
-    Evidence (H200, torch 2.11.0+cu130): 4M random complex products and the RoPE forward and backward match this
-    pattern with 0 mismatches; fusing the second product instead mismatches about a third of the results. A
-    conjugate factor only negates ``sin`` (pass ``-sin``). PyTorch's CPU complex multiply uses no fma and is never
-    a bit reference.
+    Evidence: 26M complex products on the H200 match it with 0 mismatches (``scripts/eager_contraction_probe.py``).
+    A conjugate factor only negates ``sin`` (pass ``-sin``). PyTorch's CPU complex multiply is no bit reference: it
+    is unfused for whole vectors and rounds some tail elements differently.
 
     Args:
         x0: float32 real parts, broadcastable with the other operands.
         x1: float32 imaginary parts.
         cos: float32 real parts of the factor.
         sin: float32 imaginary parts of the factor.
+        contraction: the variant of ``(real, imag)``, each one of ``CONTRACTIONS``.
 
     Returns:
         ``(real, imag)`` float32 arrays of the broadcast shape, NaN canonical.
+
+    Raises:
+        ValueError: an unknown variant.
     """
-    real = fma32(x0, cos, -multiply32(x1, sin))
-    imag = fma32(x0, sin, multiply32(x1, cos))
+    real_variant, imag_variant = contraction
+    real = _contracted(x0, cos, x1, sin, -1, real_variant)
+    imag = _contracted(x0, sin, x1, cos, +1, imag_variant)
     return real, imag
 
 
@@ -125,7 +155,9 @@ def _cos_sin(frequencies: torch.Tensor, values: torch.Tensor, name: str) -> tupl
     return array[..., 0], array[..., 1]
 
 
-def _rotate(values: torch.Tensor, frequencies: torch.Tensor, sine_sign: int, name: str) -> torch.Tensor:
+def _rotate(
+    values: torch.Tensor, frequencies: torch.Tensor, sine_sign: int, name: str, contraction: tuple[str, str]
+) -> torch.Tensor:
     """Rotary channels of ``values`` multiplied by ``cos + i * sine_sign * sin``, narrowed to the dtype."""
     _check_values(values, name)
     cos, sin = _cos_sin(frequencies, values, name)
@@ -142,8 +174,8 @@ def _rotate(values: torch.Tensor, frequencies: torch.Tensor, sine_sign: int, nam
     for start in range(0, rotary.shape[1], step):
         window = slice(start, start + step)
         chunk = rotary[:, window]
-        result[:, window, ..., 0], result[:, window, ..., 1] = cuda_complex_multiply(
-            chunk[..., 0], chunk[..., 1], cos[:, window], sin[:, window]
+        result[:, window, ..., 0], result[:, window, ..., 1] = complex_multiply(
+            chunk[..., 0], chunk[..., 1], cos[:, window], sin[:, window], contraction
         )
     return round_to_dtype(result.reshape(*rotary.shape[:-2], 2 * pairs), values.dtype)
 
@@ -157,7 +189,13 @@ def _assemble(values: torch.Tensor, rotated: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def apply_rope(values: torch.Tensor, frequencies: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
+def apply_rope(
+    values: torch.Tensor,
+    frequencies: torch.Tensor,
+    *,
+    inverse: bool = False,
+    contraction: tuple[str, str] = H200_CONTRACTION,
+) -> torch.Tensor:
     """Bits of PyTorch's eager CUDA RoPE forward.
 
     Args:
@@ -167,6 +205,7 @@ def apply_rope(values: torch.Tensor, frequencies: torch.Tensor, *, inverse: bool
             ``torch.view_as_real`` (float32 ``[..., pairs, 2]``); ``pairs`` is read from it. It is broadcast to
             ``[batch, sequence, pairs]`` first and shared by all heads.
         inverse: rotate by the conjugate (``exp(-i * angle)``).
+        contraction: the CUDA build's contraction variant of ``(real, imag)``; see :func:`complex_multiply`.
 
     Returns:
         New contiguous CPU tensor of ``values``' dtype and shape: the first ``channels - 2 * pairs`` channels are
@@ -176,11 +215,17 @@ def apply_rope(values: torch.Tensor, frequencies: torch.Tensor, *, inverse: bool
         TypeError: a tensor has an unsupported type or dtype.
         ValueError: shapes do not fit (rank, ``2 * pairs > channels``, non-broadcastable frequencies).
     """
-    rotated = _rotate(values, frequencies, -1 if inverse else 1, "values")
+    rotated = _rotate(values, frequencies, -1 if inverse else 1, "values", contraction)
     return _assemble(values, rotated)
 
 
-def apply_rope_backward(grad_output: torch.Tensor, frequencies: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
+def apply_rope_backward(
+    grad_output: torch.Tensor,
+    frequencies: torch.Tensor,
+    *,
+    inverse: bool = False,
+    contraction: tuple[str, str] = H200_CONTRACTION,
+) -> torch.Tensor:
     """Bits of the gradient of ``values`` that PyTorch's eager CUDA autograd computes for :func:`apply_rope`.
 
     The rotary channels of ``grad_output`` are multiplied by the conjugate of the forward's factor (``-sin`` for a
@@ -192,6 +237,7 @@ def apply_rope_backward(grad_output: torch.Tensor, frequencies: torch.Tensor, *,
         grad_output: upstream gradient, same layout rules and dtypes as ``values`` in :func:`apply_rope`.
         frequencies: as in :func:`apply_rope`.
         inverse: the forward was called with ``inverse=True``.
+        contraction: as in :func:`apply_rope`.
 
     Returns:
         New contiguous CPU tensor of ``grad_output``'s dtype and shape.
@@ -200,7 +246,7 @@ def apply_rope_backward(grad_output: torch.Tensor, frequencies: torch.Tensor, *,
         TypeError: a tensor has an unsupported type or dtype.
         ValueError: shapes do not fit.
     """
-    rotated = _rotate(grad_output, frequencies, 1 if inverse else -1, "grad_output")
+    rotated = _rotate(grad_output, frequencies, 1 if inverse else -1, "grad_output", contraction)
     integer = _INTEGER_VIEW[grad_output.dtype]
     channels = grad_output.shape[-1]
     rotary_start = channels - rotated.shape[-1]

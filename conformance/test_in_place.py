@@ -1,0 +1,145 @@
+"""In place: ``apply_rope_triton_`` rotates ``values[..., -2P:]`` itself, bit for bit as the out-of-place op.
+
+For every case of the fixed matrix the result is ``values`` itself, its rotary channels are the out-of-place op's
+bits (and the oracle's, and eager's on a GPU), and the channels before them keep every bit. It refuses what
+PyTorch's in-place operations refuse, leaving ``values`` unchanged; it bumps the version counter; where the
+out-of-place op falls back to eager, it falls back to an eager in-place rotation with the same bits; it compiles
+(``torch.compile(fullgraph=True)``) and replays in CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conformance import checks
+from conformance.cases import INTEGER_VIEW, Case, case_params, make_angles, make_values
+
+
+def _bits(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.detach().contiguous().view(INTEGER_VIEW[tensor.dtype])
+
+
+@pytest.mark.parametrize("case", case_params())
+def test_in_place_equals_out_of_place(case, device, rope, ulp_drift):
+    checks.in_place_matches(case, device, rope, ulp_drift)
+
+
+SHORT_DTYPE = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+
+
+def _inputs(device, dtype=torch.bfloat16):
+    """Transposed ``[3, 7, 2, 96]`` values (the attention output's layout) with 16 pairs, and their angles."""
+    case = Case(SHORT_DTYPE[dtype], "batch3", "transposed", False, "normal")
+    return make_values(case, device), make_angles(case, device)
+
+
+def _require_grad(values, angles):
+    return values.requires_grad_(True), angles
+
+
+def _expanded_values(values, angles):
+    return values[:1].expand(values.shape), angles
+
+
+def _angles_inside_values(values, angles):
+    return values, values[:, :, 0, :16]  # float32 [3, 7, 16] read from the values' own first channels
+
+
+def _too_many_pairs(values, angles):
+    return values, torch.zeros((1, values.shape[1], 49), device=values.device)
+
+
+def _fp16_angles(values, angles):
+    return values, angles.half()
+
+
+REFUSED = {
+    "values-require-grad": (_require_grad, RuntimeError, "require grad"),
+    "expanded-values": (_expanded_values, RuntimeError, "single memory location"),
+    "angles-inside-values": (_angles_inside_values, RuntimeError, "share memory"),
+    "too-many-pairs": (_too_many_pairs, ValueError, "pairs=49"),
+    "fp16-angles": (_fp16_angles, TypeError, "float16"),
+}
+
+
+@pytest.mark.parametrize("label", list(REFUSED))
+def test_refused_inputs_leave_values_unchanged(rope, device, label):
+    make, error, words = REFUSED[label]
+    values, angles = make(*_inputs(device, torch.float32))
+    before = values.detach().clone()
+    with pytest.raises(error, match=words):
+        rope.apply_rope_triton_(values, angles, inverse=False)
+    assert torch.equal(_bits(values), _bits(before)), f"{label}: refused, yet values were written"
+
+
+def test_values_requiring_grad_are_accepted_under_no_grad(rope, device):
+    values, angles = _inputs(device)
+    values.requires_grad_(True)
+    expected = rope.apply_rope_triton(values.detach(), angles)
+    with torch.no_grad():
+        rope.apply_rope_triton_(values, angles)
+    assert torch.equal(_bits(values), _bits(expected))
+
+
+def test_version_counter_is_bumped(rope, device):
+    """Autograd notices that a tensor saved for a backward was modified, as with any in-place operation."""
+    values, angles = _inputs(device, torch.float32)
+    before = values._version
+    rope.apply_rope_triton_(values, angles)
+    assert values._version > before
+
+    saved = torch.randn(values.shape, device=device, requires_grad=True) * 2
+    loss = (saved * saved).sum()  # the product saves its operand for the backward
+    with torch.no_grad():
+        rope.apply_rope_triton_(saved, angles)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+@pytest.mark.parametrize(
+    ("label", "dtype", "angle_dtype"),
+    [("fp64-values", torch.float64, torch.float32), ("fp64-angles", torch.bfloat16, torch.float64)],
+)
+def test_eager_fallbacks_rotate_in_place_with_the_fallback_bits(rope, device, label, dtype, angle_dtype):
+    values = torch.randn((2, 5, 3, 40), generator=torch.Generator().manual_seed(4)).to(dtype).to(device)
+    angles = (torch.randn((1, 5, 8), generator=torch.Generator().manual_seed(5), dtype=torch.float64) * 50).to(
+        angle_dtype
+    )
+    angles = angles.to(device)
+    assert not rope._uses_fused_kernel(values, angles), label
+    expected = rope.apply_rope_triton(values, angles, True)
+    leading = values[..., :-16].clone()
+    assert rope.apply_rope_triton_(values, angles, inverse=True) is values
+    assert torch.equal(values, expected)
+    assert torch.equal(values[..., :-16], leading)
+
+
+def test_compile_fullgraph_gives_eager_mode_bits(rope, device):
+    values, angles = _inputs(device)
+
+    def step(values: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+        return rope.apply_rope_triton_(values, angles, inverse=True)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True)  # fullgraph: any graph break raises
+    compiled_values, eager_mode_values = values.clone(), values.clone()
+    compiled(compiled_values, angles)
+    step(eager_mode_values, angles)
+    assert torch.equal(_bits(compiled_values), _bits(eager_mode_values))
+    assert not torch.equal(_bits(compiled_values), _bits(values)), "the compiled call rotated nothing"
+
+
+@pytest.mark.gpu
+def test_cuda_graph_replay_rotates_in_place(rope, gpu):
+    values, angles = _inputs(gpu)
+    static = values.clone()
+    rope.apply_rope_triton_(static.clone(), angles)  # compile and calibrate outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        rope.apply_rope_triton_(static, angles)
+    for salt in (3, 4):
+        fresh = make_values(Case("bf16", "batch3", "transposed", False, "normal"), gpu, salt=salt)
+        static.copy_(fresh)
+        graph.replay()
+        assert torch.equal(_bits(static), _bits(rope.apply_rope_triton(fresh, angles)))

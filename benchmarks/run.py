@@ -104,8 +104,10 @@ def evaluate_targets(case: Case, dtype: torch.dtype, op: str, row: dict[str, Any
     copy_bound = {"query": 1.05, "inverse_output": 1.05, "large_2gb": 1.05, "index_query": 1.10}.get(case.name)
     if case.name in ("window_kv", "compressed_kv", "index_keys") and dtype == torch.bfloat16:
         copy_bound = 1.5
+    # Against a cold-L2 copy from 32 MiB (such tensors do not stay in the L2 between calls), a warm one below.
+    mode = "cold" if row["tensor_bytes"] >= 32 * MIB else "warm"
     if op in ("forward", "backward") and copy_bound is not None:
-        checks.append(_target("fused/copy", "<=", copy_bound, row["ratio_to_copy"]["warm"]))
+        checks.append(_target(f"fused/copy {mode}", "<=", copy_bound, row["ratio_to_copy"][mode]))
     for mode in ("warm", "cold"):
         checks.append(_target(f"eager/fused {mode}", ">", 1.0, row["speedup_vs_eager"][mode]))
         checks.append(_target(f"compile/fused {mode}", ">", 1.0, row["speedup_vs_compile"][mode]))
@@ -321,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if not cuda_available("benchmarks.run"):
         return NO_CUDA_EXIT_CODE
-    from benchmarks.in_place import IN_PLACE_CASES, load_flash_attention_rotary, measure_in_place
+    from benchmarks.in_place import IN_PLACE_CASES, format_in_place_row, load_flash_attention_rotary, measure_in_place
     from impl import rope_triton as rope
 
     clock = Clock(args.time_budget)
@@ -354,9 +356,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         document["settings"]["flash_attention"] = flash_note
         for name in IN_PLACE_CASES:
             for dtype in dtypes:
-                document["in_place"].append(measure_in_place(CASES[name], dtype, rope, timer, flash_rotary))
+                try:
+                    document["in_place"].append(measure_in_place(CASES[name], dtype, rope, timer, flash_rotary))
+                    clock.log(format_in_place_row(document["in_place"][-1]))
+                except Exception as error:  # one failing row must not end the run
+                    clock.log(f"in place {name} {SHORT_DTYPE[dtype]} failed: {short_error(error)}")
                 results.write()
-                clock.log(f"in place {name} {SHORT_DTYPE[dtype]} done")
         plan = [(name, dtype) for dtype in dtypes for name in (QUICK_CASES if args.quick else CASES)]
         for name, dtype in plan:
             case = CASES[name]

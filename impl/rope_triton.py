@@ -163,7 +163,9 @@ if HAVE_TRITON:
         return (offset + head.to(tl.int64) * stride_head)[:, None]
 
     @triton.jit
-    def _copy_channels(source, target, count, stride_source, stride_target, row_ok, BLOCK_R, BLOCK_K):
+    def _copy_channels(
+        source, target, count, stride_source, stride_target, row_ok, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr
+    ):
         """Copy channels ``[0, count)`` of each row with plain loads and stores (every bit kept, NaN payloads too).
         Whole chunks are masked by row alone, so their accesses stay full vectors; then the remainder."""
         whole_end = count - count % BLOCK_K

@@ -29,9 +29,11 @@ from oracle import reference, ulp
 SAMPLED_POSITIONS = 32
 # Norm-wise error bound vs the float64 truth, in ulps of the pair magnitude in the output dtype. Derivation
 # (docs/conformance.md): the final rounding costs at most 0.5 ulp; everything before it happens in float32 with
-# cos/sin from torch.polar (<= 2 float32 ulps each on CUDA and glibc), one rounded product and one fma, at most
-# 5 * 2**-24 * |pair| together. That is <= 0.004 ulp of BF16/FP16, and <= 4.5 float32 ulps.
+# cos/sin within 2 float32 ulps (torch.polar on CUDA and glibc), one rounded product and one fma, at most
+# (2 sqrt(2) + 2) * 2**-24 * |pair| together; a part contracted "none" rounds both products and adds, one rounding
+# more. That is <= 0.004 ulp of BF16/FP16, and below 5 (6 with a "none" part) float32 ulps.
 NORMWISE_BOUND = {"bf16": 0.504, "fp16": 0.504, "fp32": 5.0}
+NORMWISE_BOUND_FP32_UNFUSED = 6.0
 
 
 @dataclasses.dataclass
@@ -289,7 +291,9 @@ def gradient_is_conjugate_rotation(
         assert_bits(ulp_drift, comparison, case, device, gradient, eager, values=grad_output, allow=allow)
 
 
-def error_within_bound(case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None) -> None:
+def error_within_bound(
+    case: Case, device: torch.device, rope: types.ModuleType, ulp_drift=None, *, prefix: str = ""
+) -> None:
     """Error against the float64 truth: norm-wise within ``NORMWISE_BOUND``; elementwise reported, not bounded
     (it is unbounded near cancellation, when a rotated value is close to 0 while its pair is not)."""
     run = run_forward(case, device, rope)
@@ -301,9 +305,11 @@ def error_within_bound(case: Case, device: torch.device, rope: types.ModuleType,
     normwise_errors = ulp.normwise_error(rotated, rotated_truth)
     normwise = ulp.summarize(normwise_errors)
     bound = NORMWISE_BOUND[case.dtype_name]
+    if case.dtype_name == "fp32" and "none" in contraction_of(device, rope):
+        bound = NORMWISE_BOUND_FP32_UNFUSED
     if ulp_drift is not None:
         ulp_drift.record(
-            comparison="fused-vs-truth",
+            comparison=f"{prefix}fused-vs-truth",
             dtype=case.dtype_name,
             backend=backend.name(),
             device=str(device),

@@ -55,7 +55,10 @@ MUTATIONS = {
         "imag = _rounded_product(x0, sin) + _rounded_product(x1, cos)",
         "imag = x0 * sin + x1 * cos",
     ),
-    "rounded-product-left-to-fp-fusion": ("return libdevice.mul_rn(a, b)", "return a * b"),
+    "rounded-product-left-to-fp-fusion": (
+        '"mul.rn.f32 $0, $1, $2;", "=f,f,f", [a, b], dtype=tl.float32, is_pure=True, pack=1',
+        '"mul.f32 $0, $1, $2;", "=f,f,f", [a, b], dtype=tl.float32, is_pure=True, pack=1',
+    ),
     # Rounding, widening, NaNs and signs.
     "bf16-truncating-cast": ("rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16", "rounded = bits >> 16"),
     "bf16-widening-by-cast": (

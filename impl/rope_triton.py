@@ -127,9 +127,12 @@ if HAVE_TRITON:
 
         @triton.jit
         def _rounded_product(a, b):
-            """``a * b`` rounded once: an explicit rounding mode keeps LLVM and ptxas from contracting the product
-            into a neighbouring add, which Triton's default fp-fusion would otherwise do."""
-            return libdevice.mul_rn(a, b)
+            """``a * b`` rounded once. PTX's ``mul`` with an explicit rounding mode is never contracted into a
+            neighbouring add, which Triton's default fp-fusion would otherwise do; libdevice's ``__nv_fmul_rn`` is no
+            substitute: Triton links libdevice with flush-to-zero, so it flushes subnormals (seen on the H200)."""
+            return tl.inline_asm_elementwise(
+                "mul.rn.f32 $0, $1, $2;", "=f,f,f", [a, b], dtype=tl.float32, is_pure=True, pack=1
+            )
 
         @triton.jit
         def _cos_sin(angle):
@@ -369,7 +372,7 @@ class _Plan:
     """A launch worked out once per shape/stride/dtype/alignment signature: grid, scalar arguments, and (on CUDA)
     the compiled kernel, launched directly on later calls as Triton's fused-softmax tutorial does."""
 
-    grid: tuple[int]
+    grid: tuple[int, int, int]  # the compiled kernel's runner wants all three dimensions
     scalars: dict[str, object]
     num_warps: int
     compiled: object = None
@@ -490,7 +493,7 @@ def _make_plan(
         "COPY_K": config.copy_channels,
         "ROTARY_K": config.rotary_channels,
     }
-    return _Plan(grid=(triton.cdiv(rows, config.block_rows),), scalars=scalars, num_warps=config.num_warps)
+    return _Plan(grid=(triton.cdiv(rows, config.block_rows), 1, 1), scalars=scalars, num_warps=config.num_warps)
 
 
 def _angles_3d(angles: torch.Tensor) -> torch.Tensor:

@@ -64,7 +64,7 @@ def measure_in_place(
         out_of_place = lambda: rope.apply_rope_triton(values, angles)  # noqa: E731
         out_of_place()
         timings = {
-            "copy": timer.time(values.clone),
+            "copy": timer.time_copy(values.clone),
             "in_place": timer.time(lambda: rope.apply_rope_triton_(values, angles)),
             "out_of_place": timer.time(out_of_place),
         }

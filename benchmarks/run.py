@@ -57,8 +57,10 @@ def op_callable(
     angles: torch.Tensor,
     grad: torch.Tensor,
     inverse: bool,
+    stream: torch.cuda.Stream,
 ) -> Callable[[], object]:
-    """Builds the timed call of one operation; for ``backward`` the forward runs here, once, and its graph is kept.
+    """Builds the timed call of one operation; for ``backward`` the forward runs here, once, on ``stream`` (the
+    timer's capture stream), and its graph is kept.
 
     Args:
         op: one of ``OPS``.
@@ -67,12 +69,15 @@ def op_callable(
         angles: ``[1, sequence, pairs]`` float32.
         grad: gradient of the output, contiguous, in the shape of ``values``.
         inverse: rotate by the conjugate.
+        stream: the stream graphs are captured on.
     """
     if op == "forward":
         return lambda: impl(values, angles, inverse=inverse)
     leaf = values.detach().requires_grad_(True)
     if op == "backward":
-        output = impl(leaf, angles, inverse=inverse)
+        with torch.cuda.stream(stream):  # the backward runs on its forward's stream: the timer's capture stream
+            output = impl(leaf, angles, inverse=inverse)
+        torch.cuda.current_stream().wait_stream(stream)
         # autograd.grad returns a new gradient each call instead of accumulating into leaf.grad.
         return lambda: torch.autograd.grad(output, leaf, grad, retain_graph=True)
     return lambda: torch.autograd.grad(impl(leaf, angles, inverse=inverse), leaf, grad)
@@ -176,7 +181,7 @@ def measure_case(
         impls["compile"] = torch.compile(rope._apply_rope_torch, dynamic=False)
     # clone() keeps a transposed view's strides: the same bytes read and written in the best order, the floor.
     values.clone()
-    copy = timer.time(values.clone)
+    copy = timer.time_copy(values.clone)
     copies = {"forward": copy, "backward": copy, "forward+backward": copy + copy}
     channels = case.shape[-1]
     launch = rope._launch_config(values.numel() // channels, channels, PAIRS, values.element_size())
@@ -188,7 +193,7 @@ def measure_case(
         errors: dict[str, str] = {}
         for name, impl in impls.items():
             try:
-                fn = op_callable(op, impl, values, angles, grad, case.inverse)
+                fn = op_callable(op, impl, values, angles, grad, case.inverse, timer.stream)
                 fn()  # torch.compile compiles, Triton JITs and the kernel calibrates here, outside the timing
                 if op == "forward+backward":
                     peaks[name] = peak_extra_bytes(fn)

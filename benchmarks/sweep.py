@@ -35,22 +35,30 @@ from benchmarks.common import (
     environment,
     short_error,
 )
+from benchmarks.shapes import CASES, PAIRS
 
 # DeepSeek V4.1's own widths first (512: query and KV, 128: index query), so a run cut short covers them.
 CHANNELS = (512, 128, 64, 192, 256, 576, 1024)
-# The query, window and compressed KV rows (512 channels) in BF16 and FP32, the index query's (128), 32 pairs.
-QUICK_GROUPS = ((512, torch.bfloat16, 32), (512, torch.float32, 32), (128, torch.bfloat16, 32))
+# DeepSeek V4.1's own tensors (benchmarks.shapes), 32 pairs: the query in BF16 and FP32, the others in BF16.
+QUICK_GROUPS = (
+    ("query", torch.bfloat16),
+    ("query", torch.float32),
+    ("index_query", torch.bfloat16),
+    ("window_kv", torch.bfloat16),
+    ("index_keys", torch.bfloat16),
+)
 DTYPES = (torch.bfloat16, torch.float32)
 SEQUENCE = 4096
 TENSOR_BYTES = 256 * MIB
 # Elements of one chunk (rows per program x chunk width) and warps; (elements, warps) pairs outside
 # ELEMENTS_PER_THREAD are dropped: fewer than 4 under-fill a 16-byte BF16 load, more than 16 hold a whole chunk in
 # few threads. This keeps a group near 24 configurations: the whole sweep took 65-80 s on the H200.
-BLOCK_ELEMENTS = (512, 1024, 2048, 4096)
+BLOCK_ELEMENTS = (256, 512, 1024, 2048, 4096, 8192)
 NUM_WARPS = (2, 4, 8)
-ELEMENTS_PER_THREAD = (4, 16)
-# Chunk widths: 64 channels is a whole 128-byte line in BF16; narrower chunks split lines.
-CHUNK_WIDTHS = (64, 128, 256)
+ELEMENTS_PER_THREAD = (4, 32)
+# Copied-chunk widths: 64 channels is a whole 128-byte line in BF16; narrower chunks split lines. A chunk as wide as
+# the copied part (rounded up to a power of two) copies a row in one masked access.
+CHUNK_WIDTHS = (64, 128, 256, 512, 1024)
 DEFAULT_TIME_BUDGET_S = 360.0
 
 
@@ -59,16 +67,16 @@ def pair_counts(channels: int) -> list[int]:
     return sorted(pairs for pairs in {1, 32, channels // 2} if pairs <= channels // 2)
 
 
-def chunk_widths(channels: int, default_width: int) -> list[int]:
-    """Copied-chunk widths swept for one group: ``CHUNK_WIDTHS`` up to the row's width, and the heuristic's.
+def chunk_widths(channels: int, pairs: int, default_width: int, quick: bool) -> list[int]:
+    """Copied-chunk widths swept for one group: ``CHUNK_WIDTHS`` up to the copied part's width rounded up to a
+    power of two (a wider chunk only adds masked lanes), and the heuristic's; ``quick``: the narrowest, the widest
+    and the heuristic's."""
+    widest = max(64, 1 << max(0, channels - 2 * pairs - 1).bit_length())
+    widths = sorted({width for width in CHUNK_WIDTHS if width <= widest} | {default_width})
+    return sorted({widths[0], widths[-1], default_width}) if quick else widths
 
-    A chunk wider than the row (rounded up to a power of two) only adds masked lanes.
-    """
-    whole_row = 1 << (channels - 1).bit_length()
-    return sorted({width for width in CHUNK_WIDTHS if width <= max(whole_row, CHUNK_WIDTHS[0])} | {default_width})
 
-
-def candidate_configs(rope: ModuleType, channels: int, pairs: int, default: Any) -> list[Any]:
+def candidate_configs(rope: ModuleType, channels: int, pairs: int, default: Any, quick: bool) -> list[Any]:
     """The grid of one group, the current heuristic's choice first.
 
     Args:
@@ -76,23 +84,22 @@ def candidate_configs(rope: ModuleType, channels: int, pairs: int, default: Any)
         channels: channels of the values.
         pairs: rotary pairs.
         default: what ``_launch_config`` chooses for this shape.
+        quick: fewer chunk widths (see :func:`chunk_widths`).
 
     Returns:
         ``LaunchConfig`` instances, each once: copied chunks of each width, rotary chunks of the rotary block's
-        width (a power of two, at most 256 channels) or of the copied chunk's, at each chunk size and warp count.
+        width (a power of two, at most 256 channels), at each chunk size and warp count.
     """
     configs = [default]
-    rotary_width = min(1 << (2 * pairs - 1).bit_length(), 256)
-    for copy_channels in chunk_widths(channels, default.copy_channels):
-        for rotary_channels in sorted({rotary_width, min(copy_channels, rotary_width)}):
-            for elements in BLOCK_ELEMENTS:
-                for num_warps in NUM_WARPS:
-                    per_thread = elements // (32 * num_warps)
-                    if elements >= copy_channels and ELEMENTS_PER_THREAD[0] <= per_thread <= ELEMENTS_PER_THREAD[1]:
-                        block_rows = elements // copy_channels
-                        config = rope.LaunchConfig(block_rows, copy_channels, rotary_channels, num_warps)
-                        if config not in configs:
-                            configs.append(config)
+    rotary_channels = min(1 << (2 * pairs - 1).bit_length(), 256)
+    for copy_channels in chunk_widths(channels, pairs, default.copy_channels, quick):
+        for elements in BLOCK_ELEMENTS:
+            for num_warps in NUM_WARPS:
+                per_thread = elements // (32 * num_warps)
+                if elements >= copy_channels and ELEMENTS_PER_THREAD[0] <= per_thread <= ELEMENTS_PER_THREAD[1]:
+                    config = rope.LaunchConfig(elements // copy_channels, copy_channels, rotary_channels, num_warps)
+                    if config not in configs:
+                        configs.append(config)
     return configs
 
 
@@ -105,7 +112,13 @@ def _config_label(config: dict[str, int]) -> str:
 
 
 def sweep_group(
-    rope: ModuleType, values: torch.Tensor, pairs: int, copy: Timing, timer: GraphTimer, clock: Clock
+    rope: ModuleType,
+    values: torch.Tensor,
+    pairs: int,
+    copy: Timing,
+    timer: GraphTimer,
+    clock: Clock,
+    quick: bool = False,
 ) -> dict[str, Any]:
     """Times every candidate configuration of one (channels, pairs, dtype) group.
 
@@ -114,23 +127,24 @@ def sweep_group(
 
     Args:
         rope: the ``impl.rope_triton`` module.
-        values: ``[1, SEQUENCE, heads, channels]``.
+        values: ``[batch, sequence, (heads,) channels]``.
         pairs: rotary pairs.
         copy: time of ``clone()`` of ``values``.
         timer: times each configuration.
         clock: stops the group early, marking it incomplete, once the time budget is spent.
+        quick: fewer chunk widths.
 
     Returns:
         The group's JSON row.
     """
     channels = values.shape[-1]
     rows = values.numel() // channels
-    angles = torch.rand(1, SEQUENCE, pairs, device="cuda") * 6.2831853 - 3.1415927
+    angles = torch.rand(1, values.shape[1], pairs, device="cuda") * 6.2831853 - 3.1415927
     default = rope._launch_config(rows, channels, pairs, values.element_size())
     reference = rope._launch(values, angles, False, config=default)
     results = []
     complete = True
-    for config in candidate_configs(rope, channels, pairs, default):
+    for config in candidate_configs(rope, channels, pairs, default, quick):
         if clock.expired():
             complete = False
             break
@@ -140,7 +154,7 @@ def sweep_group(
                 raise ValueError("output differs from the current heuristic's output")
             timing = timer.time(lambda config=config: rope._launch(values, angles, False, config=config))
             entry["times_ms"] = timing.to_json()
-            entry["ratio_to_copy"] = timing.warm_ms / copy.warm_ms
+            entry["ratio_to_copy"] = timing.cold_ms / copy.cold_ms
         except Exception as error:  # an unlaunchable configuration (too many registers, say) is data, not a crash
             entry["error"] = short_error(error)
         results.append(entry)
@@ -171,7 +185,7 @@ def sweep_group(
 def format_group(row: dict[str, Any]) -> str:
     """One summary line: the best configuration and the current choice, each as a multiple of the copy time."""
     dtype = row["dtype"].replace("bfloat", "bf").replace("float", "fp")
-    head = f"C={row['channels']:<5} P={row['pairs']:<4} {dtype:<5}"
+    head = f"{str(row['shape']):<20} P={row['pairs']:<4} {dtype:<5}"
     if row["best"] is None:
         errors = {entry["error"] for entry in row["configs"] if entry["error"]}
         return f"{head} no configuration ran: {'; '.join(sorted(errors)) or 'time budget spent'}"
@@ -184,21 +198,17 @@ def format_group(row: dict[str, Any]) -> str:
     return line + ("" if row["complete"] else "   [incomplete: time budget]")
 
 
-def plan(quick: bool) -> Iterator[tuple[int, torch.dtype, int]]:
-    """The (channels, dtype, pairs) groups in the order they are swept; ``quick``: DeepSeek V4.1's own."""
+def plan(quick: bool) -> Iterator[tuple[tuple[int, ...], torch.dtype, int]]:
+    """The (shape, dtype, pairs) groups in the order they are swept; ``quick``: DeepSeek V4.1's own tensors."""
     if quick:
-        yield from QUICK_GROUPS
+        for name, dtype in QUICK_GROUPS:
+            yield CASES[name].shape, dtype, PAIRS
         return
     for channels in CHANNELS:
         for dtype in DTYPES:
+            heads = max(1, TENSOR_BYTES // (SEQUENCE * channels * dtype.itemsize))
             for pairs in pair_counts(channels):
-                yield channels, dtype, pairs
-
-
-def make_values(channels: int, dtype: torch.dtype) -> torch.Tensor:
-    """Random values ``[1, SEQUENCE, heads, channels]`` with as many heads as fit in ``TENSOR_BYTES``."""
-    heads = max(1, TENSOR_BYTES // (SEQUENCE * channels * dtype.itemsize))
-    return torch.randn(1, SEQUENCE, heads, channels, dtype=dtype, device="cuda")
+                yield (1, SEQUENCE, heads, channels), dtype, pairs
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -247,15 +257,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = "complete"
     values = None
     try:
-        for channels, dtype, pairs in plan(args.quick):
+        for shape, dtype, pairs in plan(args.quick):
             if clock.expired():
                 status = f"stopped: time budget of {args.time_budget:g} s spent"
                 break
-            if values is None or values.shape[-1] != channels or values.dtype != dtype:
-                values = make_values(channels, dtype)
+            if values is None or values.shape != shape or values.dtype != dtype:
+                values = torch.randn(shape, dtype=dtype, device="cuda")
                 values.clone()
-                copy = timer.time(values.clone)
-            row = sweep_group(rope, values, pairs, copy, timer, clock)
+                copy = timer.time_copy(values.clone)
+            row = sweep_group(rope, values, pairs, copy, timer, clock, args.quick)
             results.add_row(row)
             clock.log(format_group(row))
     except KeyboardInterrupt:

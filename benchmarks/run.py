@@ -184,7 +184,8 @@ def measure_case(
     copy = timer.time_copy(values.clone)
     copies = {"forward": copy, "backward": copy, "forward+backward": copy + copy}
     channels = case.shape[-1]
-    launch = rope._launch_config(values.numel() // channels, channels, PAIRS, values.element_size())
+    heads = case.shape[2] if len(case.shape) == 4 else 1
+    launch = rope._launch_config(values.numel() // channels, channels, PAIRS, values.element_size(), heads)
     for op in OPS:
         if clock.expired():
             return False

@@ -140,7 +140,8 @@ def sweep_group(
     channels = values.shape[-1]
     rows = values.numel() // channels
     angles = torch.rand(1, values.shape[1], pairs, device="cuda") * 6.2831853 - 3.1415927
-    default = rope._launch_config(rows, channels, pairs, values.element_size())
+    heads = values.shape[2] if values.dim() == 4 else 1
+    default = rope._launch_config(rows, channels, pairs, values.element_size(), heads)
     reference = rope._launch(values, angles, False, config=default)
     results = []
     complete = True

@@ -87,6 +87,10 @@ MUTATIONS = {
         "batch, position, head, stride_frequencies_batch, stride_frequencies_sequence, 0",
         "batch, position, head, 0, stride_frequencies_sequence, 0",
     ),
+    "frequencies-shared-across-positions": (
+        '"SHARED_FREQUENCIES": heads % config.block_rows == 0,',
+        '"SHARED_FREQUENCIES": True,',
+    ),
     "frequency-pair-stride-ignored": (
         "frequency = frequency_row + pair[None, :] * stride_frequency",
         "frequency = frequency_row + pair[None, :]",

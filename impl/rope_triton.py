@@ -197,6 +197,7 @@ if HAVE_TRITON:
         stride_target,
         stride_frequency,
         row_ok,
+        frequency_ok,
         IN_KERNEL_FREQUENCIES: tl.constexpr,
         NEGATE_SIN: tl.constexpr,
         REAL: tl.constexpr,
@@ -205,20 +206,23 @@ if HAVE_TRITON:
         ROTARY_K: tl.constexpr,
     ):
         """Rotate rotary channels ``[start, start + ROTARY_K)`` of BLOCK_R rows (``start`` is even, so the chunk
-        holds whole pairs). The whole chunk is loaded before any of it is stored: in place, both values of a pair
-        are read before either is written."""
+        holds whole pairs) by the frequencies at ``frequency_row`` (one per row, or one row shared by all). The whole
+        chunk is loaded before any of it is stored: in place, both values of a pair are read before either is
+        written."""
         channel = start + tl.arange(0, ROTARY_K)
         mask = row_ok & (channel < 2 * pairs)[None, :]
         x = _to_float32(tl.load(source + channel[None, :] * stride_source, mask=mask, other=0.0))
         x0, x1 = tl.split(tl.reshape(x, (BLOCK_R, ROTARY_K // 2, 2)))
         pair = start // 2 + tl.arange(0, ROTARY_K // 2)
-        pair_mask = row_ok & (pair < pairs)[None, :]
+        pair_mask = frequency_ok & (pair < pairs)[None, :]
         frequency = frequency_row + pair[None, :] * stride_frequency
         if IN_KERNEL_FREQUENCIES:
             cos, sin = _cos_sin(tl.load(frequency, mask=pair_mask, other=0.0))
         else:  # torch.polar's (cos, sin) pairs, sin next to cos
             cos = tl.load(frequency, mask=pair_mask, other=0.0)
             sin = tl.load(frequency + 1, mask=pair_mask, other=0.0)
+        cos = tl.broadcast_to(cos, (BLOCK_R, ROTARY_K // 2))
+        sin = tl.broadcast_to(sin, (BLOCK_R, ROTARY_K // 2))
         if NEGATE_SIN:
             sin = _negate(sin)
         real, imag = _complex_multiply(x0, x1, cos, sin, REAL, IMAG)
@@ -252,11 +256,13 @@ if HAVE_TRITON:
         stride_frequencies_sequence,
         stride_frequencies_pair,
         # Meta-parameters. COPY_CHANNELS: out of place, the channels before the rotary block are copied too.
-        # IN_KERNEL_FREQUENCIES: frequencies holds angles and cos/sin are computed here. NEGATE_SIN: the conjugate.
+        # IN_KERNEL_FREQUENCIES: frequencies holds angles and cos/sin are computed here. SHARED_FREQUENCIES: BLOCK_R
+        # divides heads, so a program's rows share one position (and its cos/sin). NEGATE_SIN: the conjugate.
         # REAL/IMAG: the contraction of each part of the complex multiply. A program owns BLOCK_R whole rows and
         # moves them in chunks of COPY_K copied and ROTARY_K rotary channels.
         COPY_CHANNELS: tl.constexpr,
         IN_KERNEL_FREQUENCIES: tl.constexpr,
+        SHARED_FREQUENCIES: tl.constexpr,
         NEGATE_SIN: tl.constexpr,
         REAL: tl.constexpr,
         IMAG: tl.constexpr,
@@ -277,9 +283,19 @@ if HAVE_TRITON:
         target = output_ptr + _row_offset(
             batch, position, head, stride_output_batch, stride_output_sequence, stride_output_head
         )
+        if SHARED_FREQUENCIES:  # the program's rows are heads of one position: cos/sin once, for all of them
+            frequency_rows = tl.program_id(0) * BLOCK_R + tl.zeros((1,), dtype=tl.int32)
+        else:
+            frequency_rows = row
         frequency_row = frequencies_ptr + _row_offset(
-            batch, position, head, stride_frequencies_batch, stride_frequencies_sequence, 0
+            frequency_rows // heads // sequence,
+            (frequency_rows // heads) % sequence,
+            frequency_rows,
+            stride_frequencies_batch,
+            stride_frequencies_sequence,
+            0,
         )
+        frequency_ok = (frequency_rows < rows)[:, None]
         if COPY_CHANNELS:
             _copy_channels(
                 source, target, pair_offset, stride_values_channel, stride_output_channel, row_ok, BLOCK_R, COPY_K
@@ -297,6 +313,7 @@ if HAVE_TRITON:
                 stride_output_channel,
                 stride_frequencies_pair,
                 row_ok,
+                frequency_ok,
                 IN_KERNEL_FREQUENCIES,
                 NEGATE_SIN,
                 REAL,
@@ -346,14 +363,15 @@ class KernelSettings:
         return f"{variant}, {frequencies} ({self.source})"
 
 
-def _launch_config(rows: int, channels: int, pairs: int, element_size: int) -> LaunchConfig:
+def _launch_config(rows: int, channels: int, pairs: int, element_size: int, heads: int = 1) -> LaunchConfig:
     """Choose rows per program, chunk widths and warps for a tensor of ``rows`` x ``channels``.
 
     Chunks of about 2 KiB (one 16-byte vector per thread of 4 warps), from the launch sweeps on the H200
     (``benchmarks/sweep.py``, docs/benchmarks.md): copied chunks as wide as the row allows (256 channels for rows of
     2 KiB and more, 128 from 1 KiB, 64 below), narrowed while they do not divide the copied part, so that a row's
     copied channels are whole vector chunks (448 of a 512-channel DeepSeek row are 7 chunks of 64); rotary chunks of
-    the rotary block's width. Rows of 256 bytes or less run on 2 warps.
+    the rotary block's width. Rows of 256 bytes or less run on 2 warps. With several heads, rows per program divide
+    the heads where a power of two of at least 4 does, so that a program's rows share one position's cos/sin.
     """
     row_bytes = channels * element_size
     copy_channels = 256 if row_bytes >= 2048 else 128 if row_bytes >= 1024 else 64
@@ -364,6 +382,9 @@ def _launch_config(rows: int, channels: int, pairs: int, element_size: int) -> L
     widest = max(copy_channels, rotary_channels)
     block_rows = max(1, 2048 // (copy_channels * element_size))
     block_rows = min(block_rows, _ELEMENTS_PER_PROGRAM // widest, triton.next_power_of_2(max(rows, 1)))
+    heads_power_of_two = heads & -heads  # the largest power of two dividing heads
+    if heads_power_of_two >= 4:
+        block_rows = min(block_rows, heads_power_of_two)
     return LaunchConfig(block_rows, copy_channels, rotary_channels, num_warps=2 if row_bytes <= 256 else 4)
 
 
@@ -465,7 +486,7 @@ def _make_plan(
     rows = batch * sequence * heads
     if rows > _MAX_ROWS:  # _uses_fused_kernel sends such tensors to the eager path; this guards direct callers
         raise ValueError(f"the kernel indexes rows in 32 bits: {rows} rows (values {_describe(values)}) is too many")
-    config = config or _launch_config(rows, channels, pairs, values.element_size())
+    config = config or _launch_config(rows, channels, pairs, values.element_size(), heads)
 
     def strides(tensor: torch.Tensor) -> tuple[int, int, int, int]:
         return tensor.stride(0), tensor.stride(1), tensor.stride(2) if four_d else 0, tensor.stride(-1)
@@ -486,6 +507,7 @@ def _make_plan(
         "stride_frequencies_pair": frequency_pair,
         "COPY_CHANNELS": output is not values,
         "IN_KERNEL_FREQUENCIES": settings.in_kernel_frequencies,
+        "SHARED_FREQUENCIES": heads % config.block_rows == 0,
         "NEGATE_SIN": negate_sin,
         "REAL": settings.contraction[0],
         "IMAG": settings.contraction[1],

@@ -24,6 +24,7 @@ import torch
 
 from conformance import backend, checks
 from conformance.cases import Case, make_angles, make_values
+from oracle import eager as oracle_eager
 from oracle.eager import complex_multiply
 
 SOURCE = pathlib.Path(__file__).resolve().parents[1] / "impl" / "rope_triton.py"
@@ -84,8 +85,8 @@ MUTATIONS = {
         "batch, position, head, stride_values_batch, stride_values_sequence, stride_values_head",
     ),
     "frequencies-shared-by-the-batch": (
-        "batch, position, head, stride_frequencies_batch, stride_frequencies_sequence, 0",
-        "batch, position, head, 0, stride_frequencies_sequence, 0",
+        "            stride_frequencies_batch,\n            stride_frequencies_sequence,\n            0,\n",
+        "            0,\n            stride_frequencies_sequence,\n            0,\n",
     ),
     "frequencies-shared-across-positions": (
         '"SHARED_FREQUENCIES": heads % config.block_rows == 0,',
@@ -160,6 +161,22 @@ def _version_counter_is_bumped(case, device, module):
     assert values._version > before, f"{case.id}: the in-place op did not bump the version counter"
 
 
+def _pair_strided_angles(case, device, module):
+    """The forward with angles read every other element of a table twice as wide (a view strided along pairs)."""
+    values, angles = make_values(case, device), make_angles(case, device)
+    wide = torch.zeros((*angles.shape[:-1], 2 * angles.shape[-1]), device=device)
+    wide[..., ::2] = angles
+    strided = wide[..., ::2]
+    output = module.apply_rope_triton(values, strided, case.inverse)
+    expected = oracle_eager.apply_rope(
+        values.cpu(),
+        checks.kernel_frequencies_of(strided, module).cpu(),
+        inverse=case.inverse,
+        contraction=checks.contraction_of(device, module),
+    )
+    checks.assert_bits(None, "pair-strided-angles", case, device, output.cpu(), expected, values=values.cpu())
+
+
 def _non_uniform_eager_path_is_refused(case, device, module):
     def multiply(values, factors):  # the H200's variant, but the other one for partial blocks
         factors = factors.resolve_conj().expand(values.shape)
@@ -203,6 +220,7 @@ PROBES = [
     (checks.gradient_is_conjugate_rotation, Case("fp32", "query", "contiguous", False, "normal", small=True)),
     (checks.in_place_matches, Case("bf16", "query", "channel-strided", True, "normal", small=True)),
     (_version_counter_is_bumped, Case("fp32", "batch3", "transposed", False, "normal")),
+    (_pair_strided_angles, Case("bf16", "batch3", "transposed", True, "normal", per_batch_angles=True)),
     (
         _forced_variant("second/none", checks.forward_matches_oracle),
         Case("fp32", "query", "contiguous", False, "normal", small=True),

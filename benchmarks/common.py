@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance.report import kernel_fingerprint
+from conformance.provenance import kernel_fingerprint
 
 MIB = 2**20
 # Median first: the scripts compare medians; the 20th and 80th percentiles show the spread.

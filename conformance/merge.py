@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from conformance.provenance import run_metadata
 from conformance.report import (
     Report,
     ReportError,
@@ -24,7 +25,6 @@ from conformance.report import (
     compare_to_baseline,
     merge_reports,
     render_terminal,
-    run_metadata,
     write_report,
 )
 

@@ -5,7 +5,7 @@ Registered from the root conftest with `pytest_plugins = ["conformance.plugin"]`
 report directory (`--ulp-report`), a baseline gate (`--ulp-baseline`) and a new baseline (`--ulp-save-baseline`).
 Under pytest-xdist each worker hands its records to the controller through `config.workeroutput`, as pytest-cov does,
 so a distributed run reports exactly what a serial one does. Data model, comparison and rendering live in
-`conformance.report`.
+the `conformance.report` package.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from conformance.provenance import run_metadata
 from conformance.report import (
     BaselineComparison,
     CaseRecord,
@@ -32,7 +33,6 @@ from conformance.report import (
     plain,
     render_markdown,
     render_terminal,
-    run_metadata,
     verdict_status,
     write_report,
 )

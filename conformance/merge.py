@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     command = shlex.join(["python", "-m", "conformance.merge", *(sys.argv[1:] if argv is None else argv)])
-    merged.metadata = run_metadata(command)
+    merged.metadata = {**run_metadata(command), **merged.metadata}
     merged.metadata["shards"] = [
         {"source": str(path), **shard.metadata} for path, shard in zip(args.shards, shards, strict=True)
     ]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from conformance.report.added_metadata import FROM_TESTS, merge_added
 from conformance.report.model import Report, ReportError, encode_non_finite
 
 
@@ -23,7 +25,7 @@ def merge_edges(first: list[float] | None, second: list[float] | None, source: s
 def merge_reports(
     reports: Sequence[Report], *, prefer_last: bool = False, sources: Sequence[str] | None = None
 ) -> Report:
-    """Merges the cases of several reports (shards, xdist workers) into one.
+    """Merges the cases of several reports (shards, xdist workers) into one, and the metadata their tests added.
 
     Args:
         reports: the reports, in order.
@@ -31,17 +33,25 @@ def merge_reports(
         sources: names for the reports in error messages (paths, worker ids); defaults to their positions.
 
     Returns:
-        A report with the union of the cases and the shared histogram edges; metadata is left empty for the caller.
+        A report with the union of the cases and the shared histogram edges. Its metadata holds only what the tests
+        added (`metadata["from_tests"]`, merged as `conformance.report.added_metadata` says), when any report has
+        some; the rest of the metadata (provenance, the command) is the caller's.
 
     Raises:
-        ReportError: on conflicting duplicate keys (unless `prefer_last`) or on different histogram edges.
+        ReportError: on conflicting duplicate keys (unless `prefer_last`), on different histogram edges, or on added
+            metadata that is not a dict.
     """
     names = list(sources) if sources is not None else [f"report #{i + 1}" for i in range(len(reports))]
     merged = Report()
     origin: dict[str, str] = {}
     conflicts: list[str] = []
+    added: list[Mapping[str, Any]] = []
     for name, report in zip(names, reports, strict=True):
         merged.histogram_edges = merge_edges(merged.histogram_edges, report.histogram_edges, name)
+        if FROM_TESTS in report.metadata:
+            if not isinstance(report.metadata[FROM_TESTS], Mapping):
+                raise ReportError(f"{name}: metadata {FROM_TESTS!r} is not a dict")
+            added.append(report.metadata[FROM_TESTS])
         for key, record in report.cases.items():
             previous = merged.cases.get(key)
             if previous is not None and previous.to_json() != record.to_json() and not prefer_last:
@@ -49,6 +59,8 @@ def merge_reports(
                 continue
             merged.cases[key] = record
             origin[key] = name
+    if added:
+        merged.metadata[FROM_TESTS] = merge_added(added)
     if conflicts:
         shown = "\n  ".join(conflicts[:20])
         more = f"\n  ... and {len(conflicts) - 20} more" if len(conflicts) > 20 else ""

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
+from conformance.report.added_metadata import FROM_TESTS
 from conformance.report.baseline import BaselineComparison, CaseDelta
-from conformance.report.model import PNG_NAME, Report
+from conformance.report.model import PNG_NAME, Report, encode_non_finite
 from conformance.report.plot import PNG_NO_DATA, PNG_NO_MATPLOTLIB, PNG_NOT_REQUESTED, PNG_WRITTEN
 from conformance.report.summary import GroupSummary, bin_labels, shown_bins, summarize_groups
 from conformance.report.tables import NUMERIC_COLUMNS, format_number, group_row, markdown_table
@@ -28,7 +31,8 @@ _RUN_COLUMNS = ("source", "hostname", "gpu", "torch", "triton", "git_commit", "k
 
 
 def render_markdown(report: Report, comparison: BaselineComparison | None = None, png: str = PNG_NOT_REQUESTED) -> str:
-    """Returns the Markdown report: verdict, group table, baseline deltas, differing cases, histograms, metadata.
+    """Returns the Markdown report: verdict, the metadata the tests added, group table, baseline deltas, differing
+    cases, histograms, run metadata.
 
     Args:
         report: the run.
@@ -37,6 +41,7 @@ def render_markdown(report: Report, comparison: BaselineComparison | None = None
     """
     groups = summarize_groups(report.cases.values())
     lines = ["## ulp drift", "", f"**{verdict(report, comparison)}**", ""]
+    lines += _added_metadata_lines(report.metadata.get(FROM_TESTS) or {})
     lines += _groups_section(groups)
     if comparison is not None:
         lines += _baseline_section(comparison)
@@ -44,6 +49,28 @@ def render_markdown(report: Report, comparison: BaselineComparison | None = None
     lines += _histogram_section(report, groups, png)
     lines += _run_section(report.metadata)
     return "\n".join(lines) + "\n"
+
+
+def _added_metadata_lines(added: Mapping[str, Any]) -> list[str]:
+    """One line "key: value" per key the tests added (`add_run_metadata`), or a small table for a dict value."""
+    lines: list[str] = []
+    for key, value in added.items():
+        if isinstance(value, Mapping):
+            lines += markdown_table((key, "value"), [[str(k), _metadata_text(v)] for k, v in value.items()])
+        else:
+            lines.append(f"{key}: {_metadata_text(value)}")
+        lines.append("")
+    return lines
+
+
+def _metadata_text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return ", ".join(map(_metadata_text, value)) or "-"
+    if isinstance(value, Mapping):
+        return json.dumps(encode_non_finite(value), sort_keys=True)
+    return str(value)
 
 
 def _groups_section(groups: Sequence[GroupSummary]) -> list[str]:

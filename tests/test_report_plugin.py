@@ -104,13 +104,45 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     return pytester
 
 
+def matplotlib_importable() -> bool:
+    try:
+        import matplotlib.figure  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture(params=["with-matplotlib", "without-matplotlib"])
+def plotting(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether reports written in this test can plot: with matplotlib, the optional `report` extra (skipped, saying
+    why, where it is not installed), or with its import blocked, as on a runner without the extra."""
+    if request.param == "without-matplotlib":
+        for name in ("matplotlib", "matplotlib.figure"):
+            monkeypatch.setitem(sys.modules, name, None)
+        return False
+    if not matplotlib_importable():
+        pytest.skip("matplotlib (the optional `report` extra) is not installed: no PNG to check")
+    return True
+
+
+def assert_plot(directory: Path, plotted: bool) -> None:
+    """The report directory holds the PNG and the Markdown points to it, or it has none and the Markdown says why."""
+    markdown = (directory / "ulp-drift.md").read_text(encoding="utf-8")
+    if plotted:
+        assert (directory / PNG_NAME).stat().st_size > 0
+        assert f"Histogram plot: `{PNG_NAME}` next to this file." in markdown
+    else:
+        assert not (directory / PNG_NAME).exists()
+        assert f"No `{PNG_NAME}`: matplotlib is not importable on this runner" in markdown
+
+
 def load_cases(path: Path) -> dict:
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["schema"] == SCHEMA
     return data["cases"]
 
 
-def test_report_files_and_case_content(project: pytest.Pytester) -> None:
+def test_report_files_and_case_content(project: pytest.Pytester, plotting: bool) -> None:
     result = project.runpytest("--ulp-report", "out")
     assert result.ret == pytest.ExitCode.OK
     data = json.loads((project.path / "out" / "ulp-drift.json").read_text(encoding="utf-8"))
@@ -129,7 +161,7 @@ def test_report_files_and_case_content(project: pytest.Pytester) -> None:
     assert "| bfloat16 | triton | fused-vs-truth | 1 | 1024 | 128* |" in markdown
     assert "autograd zero-fill turns -0 into +0" in markdown
     assert "--ulp-report out" in markdown
-    assert (project.path / "out" / PNG_NAME).stat().st_size > 0
+    assert_plot(project.path / "out", plotting)
 
 
 def test_terminal_summary_fits_120_columns(project: pytest.Pytester) -> None:
@@ -488,7 +520,7 @@ def test_merge_combines_the_metadata_shards_added(tmp_path: Path, capsys: pytest
     assert "| cuda:1 (NVIDIA H200) | second/first |" in header
 
 
-def test_merge_two_shards(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+def test_merge_two_shards(project: pytest.Pytester, capsys: pytest.CaptureFixture[str], plotting: bool) -> None:
     assert project.runpytest("--ulp-report", "full").ret == pytest.ExitCode.OK
     assert project.runpytest("-k", "forward", "--ulp-report", "shard1").ret == pytest.ExitCode.OK
     assert project.runpytest("-k", "backward", "--ulp-report", "shard2").ret == pytest.ExitCode.OK
@@ -497,7 +529,7 @@ def test_merge_two_shards(project: pytest.Pytester, capsys: pytest.CaptureFixtur
     capsys.readouterr()
     assert merge.main([str(out), *shards]) == 0
     assert load_cases(out / "ulp-drift.json") == load_cases(project.path / "full" / "ulp-drift.json")
-    assert (out / "ulp-drift.md").is_file() and (out / PNG_NAME).is_file()
+    assert_plot(out, plotting)
     merged = json.loads((out / "ulp-drift.json").read_text(encoding="utf-8"))
     assert [s["source"] for s in merged["metadata"]["shards"]] == shards
     assert "ulp-drift verdict: PASS - 5 cases" in capsys.readouterr().out

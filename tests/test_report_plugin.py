@@ -1,10 +1,11 @@
-"""Tests of the ulp-drift report: the pytest plugin (through pytester), the shard merger and the report module."""
+"""Tests of the ulp-drift report through the pytest plugin (pytester runs) and the shard merger's command line.
+
+The metadata tests add is tested in test_report_metadata.py; the report package's functions in test_report_package.py.
+"""
 
 from __future__ import annotations
 
 import json
-import math
-import os
 import subprocess
 import sys
 import types
@@ -14,26 +15,9 @@ from pathlib import Path
 import pytest
 
 from conformance import merge
-from conformance.plugin import add_run_metadata
-from conformance.report import (
-    FROM_TESTS,
-    PNG_NAME,
-    SCHEMA,
-    CaseRecord,
-    Report,
-    compact_devices,
-    compare_cases,
-    merge_added,
-    merge_values,
-    render_terminal,
-    write_report,
-)
+from conformance.report import PNG_NAME, SCHEMA
 
 pytest_plugins = ["pytester"]
-
-REPO = Path(__file__).resolve().parents[1]
-
-EDGES = [0.0, 0.5, 1.0, 2.0, math.inf]
 
 # A stand-in for the conformance tests. Drift is planted through an environment variable rather than by rewriting
 # the module, so no stale bytecode can hide a change between two runs in the same second.
@@ -92,16 +76,11 @@ ALL_KEYS = {
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+def project(report_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A pytester project whose conftest loads the plugin, with the fake conformance tests."""
-    # An outer CI job sets this; the inner runs must not append fake reports to its page.
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     monkeypatch.delenv("FAKE_ULP_DRIFT", raising=False)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    pytester.syspathinsert(REPO)
-    pytester.makeconftest('pytest_plugins = ["conformance.plugin"]\n')
-    pytester.makepyfile(test_fake=FAKE_TESTS)
-    return pytester
+    report_project.makepyfile(test_fake=FAKE_TESTS)
+    return report_project
 
 
 def matplotlib_importable() -> bool:
@@ -393,133 +372,6 @@ def test_run_without_records_says_no_data(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["ulp-drift verdict: NO DATA*"])
 
 
-# Tests that add run metadata from a session fixture, as the kernel's calibration will, one device per worker.
-METADATA_TESTS = """
-import os
-
-import pytest
-
-from conformance.plugin import add_run_metadata
-
-
-@pytest.fixture(scope="session", autouse=True)
-def calibrated(request):
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "serial")
-    add_run_metadata(request.config, "contraction variant", {f"{worker} (fake device)": "first/first; in kernel"})
-    add_run_metadata(request.config, "implementation", "impl.rope_triton")
-    add_run_metadata(request.config, "worker", worker)
-
-
-def record(ulp_drift):
-    ulp_drift.record(comparison="fused-vs-eager", dtype="float32", backend="triton", device="cpu", elements=8,
-                     mismatches=0)
-
-
-def test_one(ulp_drift):
-    record(ulp_drift)
-
-
-def test_two(ulp_drift):
-    record(ulp_drift)
-"""
-
-METADATA_OF_TWO_WORKERS = {
-    "contraction variant": {f"gw{i} (fake device)": "first/first; in kernel" for i in range(2)},
-    "implementation": "impl.rope_triton",
-    "worker": ["gw0", "gw1"],
-}
-
-
-def markdown_header(directory: Path) -> str:
-    """The Markdown report down to its first section: the verdict and the metadata the tests added."""
-    return (directory / "ulp-drift.md").read_text(encoding="utf-8").split("### By dtype", 1)[0]
-
-
-def test_run_metadata_crosses_xdist_into_json_and_markdown(project: pytest.Pytester) -> None:
-    project.makepyfile(test_metadata=METADATA_TESTS)
-    result = project.runpytest_subprocess("-n", "2", "test_metadata.py", "--ulp-report", "out")
-    assert result.ret == pytest.ExitCode.OK
-    metadata = json.loads((project.path / "out" / "ulp-drift.json").read_text(encoding="utf-8"))["metadata"]
-    assert metadata[FROM_TESTS] == METADATA_OF_TWO_WORKERS
-    assert "kernel_sha256" in metadata and metadata["xdist_workers"] == ["gw0", "gw1"]
-    header = markdown_header(project.path / "out")
-    assert "\nimplementation: impl.rope_triton\n" in header
-    assert "\nworker: gw0, gw1\n" in header
-    assert "| contraction variant | value |" in header
-    assert "| gw0 (fake device) | first/first; in kernel |" in header
-    assert "| gw1 (fake device) | first/first; in kernel |" in header
-
-    assert project.runpytest("test_metadata.py", "--ulp-report", "serial").ret == pytest.ExitCode.OK
-    serial = json.loads((project.path / "serial" / "ulp-drift.json").read_text(encoding="utf-8"))["metadata"]
-    assert serial[FROM_TESTS] == {
-        "contraction variant": {"serial (fake device)": "first/first; in kernel"},
-        "implementation": "impl.rope_triton",
-        "worker": "serial",
-    }
-
-
-def test_run_metadata_of_a_worker_that_dies_is_kept(project: pytest.Pytester) -> None:
-    # Round-robin over two workers: one runs test_one, then dies in the third test, before sending its final output.
-    project.makepyfile(test_metadata=METADATA_TESTS + "\n\ndef test_three_dies():\n    os._exit(3)\n")
-    result = project.runpytest_subprocess("-n", "2", "test_metadata.py", "--ulp-report", "out")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    metadata = json.loads((project.path / "out" / "ulp-drift.json").read_text(encoding="utf-8"))["metadata"]
-    assert len(metadata["workers_without_data"]) == 1
-    assert metadata[FROM_TESTS] == METADATA_OF_TWO_WORKERS
-
-
-def test_add_run_metadata_checks_its_arguments(pytester: pytest.Pytester) -> None:
-    config = pytester.parseconfigure("-p", "conformance.plugin")
-    with pytest.raises(ValueError, match="non-empty string key"):
-        add_run_metadata(config, "", "first/first")
-    with pytest.raises(TypeError, match="cannot store a object"):
-        add_run_metadata(config, "variant", object())
-    with pytest.raises(TypeError, match="a set is not"):
-        add_run_metadata(config, "devices", {"cuda:0"})
-    with pytest.raises(RuntimeError, match="plugin is not active"):
-        add_run_metadata(pytester.parseconfigure(), "variant", "first/first")
-
-
-def test_added_metadata_merges_the_same_in_any_order_and_grouping() -> None:
-    assert merge_values(["first/first", "first/first"]) == "first/first"
-    assert merge_values(["b", "a", "b"]) == ["a", "b"]
-    assert merge_values([10, 2, 2.5]) == [2, 2.5, 10]
-    assert merge_values(["a", ["a", "b"]]) == ["a", "b"]  # a list stands for several values
-    assert merge_values([["a"]]) == "a"
-    assert merge_values([{"cuda:0": "x"}, {"cuda:1": "y"}, {"cuda:0": "z"}]) == {"cuda:0": ["x", "z"], "cuda:1": "y"}
-    parts = [{"variant": "a", "devices": {"cuda:0": 1}}, {"variant": "b"}, {"variant": "a", "devices": {"cuda:1": 2}}]
-    whole = merge_added(parts)
-    assert whole == {"devices": {"cuda:0": 1, "cuda:1": 2}, "variant": ["a", "b"]}
-    assert merge_added([merge_added(parts[:2]), parts[2]]) == whole
-    assert merge_added([parts[2], merge_added([parts[1], parts[0]])]) == whole
-
-
-def test_merge_combines_the_metadata_shards_added(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    def shard(name: str, added: dict) -> str:
-        case = record(nodeid=f"t.py::test_{name}")
-        report = Report(cases={case.key: case}, metadata={"created": name, FROM_TESTS: added})
-        return str(report.write_json(tmp_path / name / "ulp-drift.json"))
-
-    shards = [
-        shard("a", {"contraction variant": {"cuda:0 (NVIDIA H200)": "first/first"}, "runner": "a", "judged": "impl"}),
-        shard("b", {"contraction variant": {"cuda:1 (NVIDIA H200)": "second/first"}, "runner": "b", "judged": "impl"}),
-        shard("c", {"runner": ["a", "c"]}),
-        shard("d", {}),
-    ]
-    assert merge.main([str(tmp_path / "merged"), *shards]) == 0
-    capsys.readouterr()
-    merged = json.loads((tmp_path / "merged" / "ulp-drift.json").read_text(encoding="utf-8"))["metadata"]
-    assert merged[FROM_TESTS] == {
-        "contraction variant": {"cuda:0 (NVIDIA H200)": "first/first", "cuda:1 (NVIDIA H200)": "second/first"},
-        "judged": "impl",
-        "runner": ["a", "b", "c"],
-    }
-    assert [shard_metadata["source"] for shard_metadata in merged["shards"]] == shards
-    header = markdown_header(tmp_path / "merged")
-    assert "\njudged: impl\n" in header and "\nrunner: a, b, c\n" in header
-    assert "| cuda:1 (NVIDIA H200) | second/first |" in header
-
-
 def test_merge_two_shards(project: pytest.Pytester, capsys: pytest.CaptureFixture[str], plotting: bool) -> None:
     assert project.runpytest("--ulp-report", "full").ret == pytest.ExitCode.OK
     assert project.runpytest("-k", "forward", "--ulp-report", "shard1").ret == pytest.ExitCode.OK
@@ -565,83 +417,3 @@ def test_merge_runs_as_a_module(project: pytest.Pytester) -> None:
     assert done.returncode == 0, done.stderr
     assert "ulp-drift verdict: PASS" in done.stdout
     assert set(load_cases(project.path / "merged" / "ulp-drift.json")) == ALL_KEYS
-
-
-def record(**fields: object) -> CaseRecord:
-    base = {
-        "nodeid": "t.py::test",
-        "comparison": "fused-vs-truth",
-        "case_id": "",
-        "outcome": "passed",
-        "dtype": "bfloat16",
-        "backend": "triton",
-        "device": "cpu",
-        "elements": 16,
-        "mismatches": 0,
-    }
-    return CaseRecord(**{**base, **fields})
-
-
-def test_zero_baselines_use_absolute_tolerance() -> None:
-    exact = record(elementwise={"max": 0.0, "correctly_rounded_fraction": 1.0})
-    assert compare_cases(exact, exact) == ()
-    drifted = record(elementwise={"max": 0.5, "correctly_rounded_fraction": 1.0})
-    assert [c.describe() for c in compare_cases(drifted, exact)] == ["max elementwise ulp 0 -> 0.5"]
-    assert compare_cases(drifted, exact, ulp_tolerance=0.5) == ()
-    dropped = record()
-    assert [c.describe() for c in compare_cases(dropped, exact)] == [
-        "max elementwise ulp 0 -> not recorded",
-        "elementwise correctly-rounded fraction 1 -> not recorded",
-    ]
-
-
-def test_non_finite_errors_survive_strict_json(tmp_path: Path) -> None:
-    case = record(elementwise={"max": math.inf, "mean": math.nan, "histogram": [1, 2, 0]})
-    report = Report(cases={case.key: case}, histogram_edges=EDGES[:3])
-    path = report.write_json(tmp_path / "r.json")
-    assert "Infinity" not in path.read_text(encoding="utf-8") and "NaN" not in path.read_text(encoding="utf-8")
-    loaded = Report.load(path)
-    assert loaded.cases[case.key].elementwise["max"] == math.inf
-    assert math.isnan(loaded.cases[case.key].elementwise["mean"])
-    assert loaded.to_json() == report.to_json()
-
-
-def test_png_skipped_without_matplotlib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("matplotlib", "matplotlib.figure"):
-        monkeypatch.setitem(sys.modules, name, None)
-    case = record(elementwise={"max": 0.5, "histogram": [3, 1, 0]})
-    written, markdown = write_report(Report(cases={case.key: case}, histogram_edges=[0.0, 0.5, 1.0]), tmp_path)
-    assert [p.name for p in written] == ["ulp-drift.json", "ulp-drift.md"]
-    assert not (tmp_path / PNG_NAME).exists()
-    assert "matplotlib is not importable" in markdown
-    assert "| bfloat16 / triton / fused-vs-truth | 3 | 1 |" in markdown
-    assert "| dtype / backend / comparison | <= 0 | (0, 0.5] |" in markdown
-
-
-def test_compact_devices() -> None:
-    assert compact_devices(["cuda:3", "cuda:0", "cuda:1", "cpu", "cuda:5", "cuda:1"]) == "cpu,cuda:0-1,3,5"
-    assert compact_devices([f"cuda:{i}" for i in range(8)]) == "cuda:0-7"
-
-
-def test_terminal_table_fits_an_eight_gpu_run() -> None:
-    truth = {"max": 1.5, "correctly_rounded_fraction": 0.999999, "count": 123456789, "histogram": [0, 1]}
-    cases = [
-        record(
-            nodeid=f"t.py::test[{dtype}-{i}]",
-            comparison=comparison,
-            dtype=dtype,
-            backend="interpreter",
-            device=f"cuda:{i}",
-            elements=123456789,
-            signed_zero_differences=12345,
-            elementwise=truth,
-            normwise=truth,
-            allowed="signed-zero",
-        )
-        for i in range(8)
-        for dtype in ("bfloat16", "float16", "float32")
-        for comparison in ("backward-independent-of-values", "fused-vs-truth")
-    ]
-    lines = render_terminal(Report(cases={case.key: case for case in cases}))
-    assert lines[0] == "all cases: backend interpreter, devices cuda:0-7"
-    assert max(len(line) for line in lines) <= 120

@@ -5,8 +5,9 @@ Usage:
         [--prefer-last] [--baseline FILE [--baseline-strict] [--ulp-tolerance ULPS] [--fraction-tolerance F]]
 
 Writes OUT_DIR/ulp-drift.json, OUT_DIR/ulp-drift.md and (with matplotlib) OUT_DIR/ulp-drift.png, prints the summary,
-and appends the Markdown to $GITHUB_STEP_SUMMARY when set. Exit status: 0 merged, 1 regression against the baseline,
-2 unreadable or conflicting inputs.
+and appends the Markdown to $GITHUB_STEP_SUMMARY when set. The metadata the shards' tests added
+(`conformance.plugin.add_run_metadata`) merges as it does across xdist workers; each shard's own metadata is kept
+under `shards`. Exit status: 0 merged, 1 regression against the baseline, 2 unreadable or conflicting inputs.
 """
 
 from __future__ import annotations

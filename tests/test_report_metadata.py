@@ -25,7 +25,7 @@ from conformance.plugin import add_run_metadata
 
 @pytest.fixture(scope="session", autouse=True)
 def calibrated(request):
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "serial")
+    worker = getattr(request.config, "workerinput", {}).get("workerid", "serial")
     add_run_metadata(request.config, "contraction variant", {f"{worker} (fake device)": "first/first; in kernel"})
     add_run_metadata(request.config, "implementation", "impl.rope_triton")
     add_run_metadata(request.config, "worker", worker)

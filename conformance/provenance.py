@@ -119,22 +119,26 @@ def git_state(cwd: str | os.PathLike[str] | None = None) -> dict[str, Any]:
 
 
 def record(
-    *, kernel_path: str | os.PathLike[str] | None = None, cwd: str | os.PathLike[str] | None = None
+    *,
+    kernel_path: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    gpus: bool = False,
 ) -> dict[str, Any]:
     """Describes the machine, software and source a result was produced with.
 
     Args:
         kernel_path: the kernel's source file; `kernel_source()` (the default kernel module's file) when None.
         cwd: where to ask git for the commit; the current directory when None.
+        gpus: also name every visible GPU (`gpu_names()`) under "gpu"; a benchmark names the one it measured itself.
 
     Returns:
-        hostname, platform, python, torch, triton, cuda, git_commit, git_dirty, kernel_sha256. GPUs are left to the
-        caller (`gpu_names()` for all of them), since a benchmark names the one it measured.
+        hostname, platform, python, torch, triton, cuda, (gpu), git_commit, git_dirty, kernel_sha256.
     """
     return {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         **versions(),
+        **({"gpu": gpu_names()} if gpus else {}),
         **git_state(cwd),
         "kernel_sha256": kernel_sha256(kernel_path if kernel_path is not None else kernel_source()),
     }
@@ -151,11 +155,10 @@ def run_metadata(
         kernel_path: the kernel's source file; the default kernel module's file when None.
 
     Returns:
-        created (UTC, ISO 8601), then `record()`'s fields, gpu (`gpu_names()`), command.
+        created (UTC, ISO 8601), then `record()`'s fields with every GPU, then command.
     """
     return {
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        **record(kernel_path=kernel_path, cwd=cwd),
-        "gpu": gpu_names(),
+        **record(kernel_path=kernel_path, cwd=cwd, gpus=True),
         "command": command,
     }

@@ -7,9 +7,7 @@ import datetime as dt
 import json
 import math
 import os
-import platform
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -19,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance.report import kernel_fingerprint
+from conformance import provenance
 
 MIB = 2**20
 NO_CUDA_EXIT_CODE = 2
@@ -169,31 +167,16 @@ def cuda_available(program: str) -> bool:
     return False
 
 
-def _git_commit() -> str | None:
-    try:
-        result = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return result.stdout.strip() or None
-
-
 def environment() -> dict[str, Any]:
     """Records the machine and software a result was measured on (device 0)."""
-    import triton
-
     props = torch.cuda.get_device_properties(0)
     return {
         "gpu": torch.cuda.get_device_name(0),
         "gpu_memory_bytes": props.total_memory,
         "l2_cache_bytes": getattr(props, "L2_cache_size", None),
         "multiprocessors": props.multi_processor_count,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "git_commit": _git_commit(),
-        "kernel_sha256": kernel_fingerprint(),
+        **provenance.record(),  # versions (torch, triton, CUDA, python), git state, kernel SHA-256
     }
 
 

@@ -5,8 +5,9 @@ Usage:
         [--prefer-last] [--baseline FILE [--baseline-strict] [--ulp-tolerance ULPS] [--fraction-tolerance F]]
 
 Writes OUT_DIR/ulp-drift.json, OUT_DIR/ulp-drift.md and (with matplotlib) OUT_DIR/ulp-drift.png, prints the summary,
-and appends the Markdown to $GITHUB_STEP_SUMMARY when set. Exit status: 0 merged, 1 regression against the baseline,
-2 unreadable or conflicting inputs.
+and appends the Markdown to $GITHUB_STEP_SUMMARY when set. The metadata the shards' tests added
+(`conformance.plugin.add_run_metadata`) merges as it does across xdist workers; each shard's own metadata is kept
+under `shards`. Exit status: 0 merged, 1 regression against the baseline, 2 unreadable or conflicting inputs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from conformance.provenance import run_metadata
 from conformance.report import (
     Report,
     ReportError,
@@ -24,7 +26,6 @@ from conformance.report import (
     compare_to_baseline,
     merge_reports,
     render_terminal,
-    run_metadata,
     write_report,
 )
 
@@ -70,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     command = shlex.join(["python", "-m", "conformance.merge", *(sys.argv[1:] if argv is None else argv)])
-    merged.metadata = run_metadata(command)
+    merged.metadata = {**run_metadata(command), **merged.metadata}
     merged.metadata["shards"] = [
         {"source": str(path), **shard.metadata} for path, shard in zip(args.shards, shards, strict=True)
     ]

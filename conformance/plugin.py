@@ -4,35 +4,40 @@ Registered from the root conftest with `pytest_plugins = ["conformance.plugin"]`
 `ulp_drift.record(...)` with the numbers `oracle.ulp` computed; the run ends with a summary table, and optionally a
 report directory (`--ulp-report`), a baseline gate (`--ulp-baseline`) and a new baseline (`--ulp-save-baseline`).
 Under pytest-xdist each worker hands its records to the controller through `config.workeroutput`, as pytest-cov does,
-so a distributed run reports exactly what a serial one does. Data model, comparison and rendering live in
-`conformance.report`.
+so a distributed run reports exactly what a serial one does. Code running in the session (a fixture, a hook) adds
+run-level metadata to the report with `add_run_metadata`. Data model, comparison and rendering live in the
+`conformance.report` package.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import operator
 import shlex
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conformance.provenance import run_metadata
 from conformance.report import (
+    FROM_TESTS,
     BaselineComparison,
     CaseRecord,
     Report,
     ReportError,
+    UlpDriftRecorder,
     append_step_summary,
+    checked_value,
     compare_to_baseline,
+    decode_non_finite,
+    encode_non_finite,
+    merge_added,
     merge_edges,
     merge_reports,
-    plain,
     render_markdown,
     render_terminal,
-    run_metadata,
+    split_summary,
     verdict_status,
     write_report,
 )
@@ -97,99 +102,50 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         del config.stash[_SESSION]
 
 
+def add_run_metadata(config: pytest.Config, key: str, value: Any) -> None:
+    """Adds run-level metadata to this run's ulp-drift report, from anywhere in the session (a fixture, a hook).
+
+    It ends up in the report's JSON as ``metadata["from_tests"][key]`` and at the top of the Markdown, as a line
+    "key: value" or, for a dict, a small table. On an xdist worker the value travels to the controller with the
+    worker's records. Values of one key from several calls, workers or shards merge: dicts key by key (so each worker
+    can add one entry per device), equal values collapse to one, different values become a sorted list of them.
+
+    A fixture calls it with its request's config::
+
+        @pytest.fixture(scope="session")
+        def contraction(request, device):
+            variant = calibrate(device)
+            add_run_metadata(request.config, "contraction variant", {f"{device} ({name(device)})": variant})
+            return variant
+
+    Args:
+        config: the session's config (``request.config``, the ``pytestconfig`` fixture).
+        key: a non-empty name, shown as it is.
+        value: JSON-able data: None, a bool, number or string, a list of them (taken as several values), or a dict
+            with string keys of such values; numpy and torch scalars are converted.
+
+    Raises:
+        ValueError: on an empty key.
+        TypeError: on a value JSON cannot hold.
+        RuntimeError: when this plugin is not active in the session.
+    """
+    session = config.stash.get(_SESSION, None)
+    if session is None:
+        raise RuntimeError('the ulp-drift plugin is not active: load it with pytest_plugins = ["conformance.plugin"]')
+    session.add_run_metadata(key, value)
+
+
 @pytest.fixture
 def ulp_drift(request: pytest.FixtureRequest) -> UlpDriftRecorder:
     """Records the ulp-drift of the comparisons the test makes; see `UlpDriftRecorder.record`."""
-    return UlpDriftRecorder(request.config.stash[_SESSION], request.node)
-
-
-class UlpDriftRecorder:
-    """The `ulp_drift` fixture: records one comparison of one test per `record` call."""
-
-    def __init__(self, session: UlpDriftSession, item: pytest.Item) -> None:
-        self._session = session
-        self._item = item
-
-    def record(
-        self,
-        *,
-        comparison: str,
-        dtype: str,
-        backend: str,
-        device: str,
-        elements: int,
-        mismatches: int,
-        nan_bit_differences: int = 0,
-        signed_zero_differences: int = 0,
-        max_distance: int = 0,
-        elementwise: Mapping[str, Any] | None = None,
-        normwise: Mapping[str, Any] | None = None,
-        allowed: str = "",
-        detail: str = "",
-    ) -> None:
-        """Records one comparison of this test; the report keys it `<nodeid>::<comparison>`.
-
-        Args:
-            comparison: what was compared with what, e.g. "fused-vs-eager", "fused-vs-truth", "backward-vs-eager".
-            dtype: the tensor dtype, e.g. "bfloat16" (a torch.dtype is accepted and written without `torch.`).
-            backend: how the kernel ran, e.g. "cuda" or "interpreter" (`conformance.backend.name()`).
-            device: where it ran, e.g. "cuda:0" or "cpu" (a torch.device is accepted).
-            elements: elements compared.
-            mismatches: elements whose bits differ (`BitDifferences.mismatches`).
-            nan_bit_differences: NaNs whose payload or sign bits differ, counted apart.
-            signed_zero_differences: +0 against -0, counted apart.
-            max_distance: largest distance between the bit patterns, in ulps.
-            elementwise: `oracle.ulp.summarize` of elementwise ulp errors against the float64 truth, if any.
-            normwise: `oracle.ulp.summarize` of norm-wise ulp errors, if any.
-            allowed: comma-separated difference kinds this comparison tolerates ("mismatch", "nan-bits",
-                "signed-zero"), so the report shows them as allowed instead of hiding them.
-            detail: free text shown next to the case in the report.
-
-        Raises:
-            ValueError: on a comparison already recorded by this test, or on negative or impossible counts.
-            TypeError: on a count that is not an integer or a summary that is not a dict.
-        """
-        if not comparison or not isinstance(comparison, str):
-            raise ValueError(f"comparison must be a non-empty label, got {comparison!r}")
-        counts = {
-            "elements": elements,
-            "mismatches": mismatches,
-            "nan_bit_differences": nan_bit_differences,
-            "signed_zero_differences": signed_zero_differences,
-            "max_distance": max_distance,
-        }
-        counts = {name: _count(name, value) for name, value in counts.items()}
-        for name in ("mismatches", "nan_bit_differences", "signed_zero_differences"):
-            if counts[name] > counts["elements"]:
-                raise ValueError(f"{name}={counts[name]} exceeds elements={counts['elements']} for {comparison!r}")
-        callspec = getattr(self._item, "callspec", None)
-        record = CaseRecord(
-            nodeid=self._item.nodeid,
-            comparison=comparison,
-            case_id=callspec.id if callspec is not None else "",
-            outcome="unknown",
-            dtype=str(dtype).removeprefix("torch."),
-            backend=str(backend),
-            device=str(device),
-            **counts,
-            elementwise=self._session.take_summary(elementwise),
-            normwise=self._session.take_summary(normwise),
-            allowed=str(allowed),
-            detail=str(detail),
-        )
-        self._session.add(record)
-        # junit XML readers see the count too, without parsing the ulp-drift report.
-        self._item.user_properties.append((f"ulp_mismatches[{comparison}]", counts["mismatches"]))
-
-
-def _count(name: str, value: Any) -> int:
-    try:
-        count = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
-    if count < 0:
-        raise ValueError(f"{name} must not be negative, got {count}")
-    return count
+    callspec = getattr(request.node, "callspec", None)
+    return UlpDriftRecorder(
+        request.config.stash[_SESSION],
+        nodeid=request.node.nodeid,
+        case_id=callspec.id if callspec is not None else "",
+        # junit XML readers see each comparison's mismatch count too, without parsing the ulp-drift report.
+        properties=request.node.user_properties,
+    )
 
 
 def _phase_outcome(report: pytest.TestReport) -> str | None:
@@ -221,6 +177,9 @@ class UlpDriftSession:
         self._local: dict[str, CaseRecord] = {}
         self._worker_reports: dict[str, Report] = {}
         self._silent_workers: dict[str, str] = {}
+        # Metadata added in this process (and, on the controller, streamed by workers), and what a worker last sent.
+        self.added_metadata: dict[str, Any] = {}
+        self._metadata_sent: dict[str, Any] = {}
         self.report: Report | None = None
         self.unfinished = 0
         self._finished_tests: set[str] = set()
@@ -243,17 +202,16 @@ class UlpDriftSession:
 
     def take_summary(self, summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """Converts a summary to plain data, keeping the histogram edges once per run instead of once per case."""
-        if summary is None:
-            return None
-        if not isinstance(summary, Mapping):
-            raise TypeError(f"a summary must be a dict as oracle.ulp.summarize returns, got {type(summary).__name__}")
-        data = plain(summary)
-        edges = data.pop("histogram_edges", None)
-        if edges is None and data.get("histogram") is not None and self.histogram_edges is None:
-            edges = _oracle_histogram_edges()
+        data, edges = split_summary(summary, edges_known=self.histogram_edges is not None)
         if edges is not None:
-            self.histogram_edges = merge_edges(self.histogram_edges, [float(e) for e in edges], "ulp_drift.record")
+            self.histogram_edges = merge_edges(self.histogram_edges, edges, "ulp_drift.record")
         return data
+
+    def add_run_metadata(self, key: str, value: Any) -> None:
+        """Merges one value of run-level metadata into this process's; see `add_run_metadata`."""
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"run metadata needs a non-empty string key, got {key!r}")
+        self.added_metadata = merge_added([self.added_metadata, {key: checked_value(value)}])
 
     def add(self, record: CaseRecord) -> None:
         """Keeps a record until its test's outcome is known.
@@ -274,12 +232,18 @@ class UlpDriftSession:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
-        """On an xdist worker: attaches the test's finished records to its teardown report, so that they reach the
-        controller as each test ends and an interrupted run (a time limit on a GPU runner) still reports them."""
+        """On an xdist worker: attaches the test's finished records, and run metadata added since the last such report,
+        to its teardown report, so that they reach the controller as each test ends and an interrupted run (a time
+        limit on a GPU runner) still reports them."""
         made = yield
-        if not self.is_worker or call.when != "teardown" or item.nodeid not in self._pending:
+        if not self.is_worker or call.when != "teardown":
             return
         report = made.get_result()
+        metadata = encode_non_finite(self.added_metadata)
+        if metadata != self._metadata_sent:
+            report.ulp_drift_metadata = self._metadata_sent = metadata
+        if item.nodeid not in self._pending:
+            return
         outcome = "failed" if report.failed else self._outcomes.get(item.nodeid, "unknown")
         report.ulp_drift_records = [
             dataclasses.replace(r, outcome=outcome).to_json() for r in self._pending[item.nodeid]
@@ -287,7 +251,10 @@ class UlpDriftSession:
         report.ulp_drift_histogram_edges = self.histogram_edges
 
     def _take_streamed(self, report: pytest.TestReport) -> None:
-        """On the controller: keeps the records a worker attached to a teardown report."""
+        """On the controller: keeps the records and run metadata a worker attached to a teardown report."""
+        metadata = getattr(report, "ulp_drift_metadata", None)
+        if metadata:
+            self.added_metadata = merge_added([self.added_metadata, decode_non_finite(metadata)])
         edges = getattr(report, "ulp_drift_histogram_edges", None)
         if edges is not None:
             self.histogram_edges = merge_edges(self.histogram_edges, [float(e) for e in edges], report.nodeid)
@@ -310,7 +277,8 @@ class UlpDriftSession:
         """Returns this process's records, finishing any whose test never reached teardown (interrupted)."""
         for nodeid in list(self._pending):
             self._finish(nodeid)
-        return Report(cases=dict(self._local), histogram_edges=self.histogram_edges)
+        metadata = {FROM_TESTS: self.added_metadata} if self.added_metadata else {}
+        return Report(cases=dict(self._local), metadata=metadata, histogram_edges=self.histogram_edges)
 
     # -- xdist ---------------------------------------------------------------------------------------------------------
 
@@ -377,7 +345,7 @@ class UlpDriftSession:
             sources=["controller", *workers],
         )
         command = shlex.join(["pytest", *self.config.invocation_params.args])
-        merged.metadata = run_metadata(command, self.config.rootpath)
+        merged.metadata = {**run_metadata(command, self.config.rootpath), **merged.metadata}
         if self.unfinished:
             merged.metadata["interrupted"] = True
             if self.unfinished > 0:
@@ -438,10 +406,3 @@ def _worker_id(node: Any) -> str:
         return str(workerinput["workerid"])
     gateway = getattr(node, "gateway", None)
     return str(getattr(gateway, "id", node))
-
-
-def _oracle_histogram_edges() -> list[float] | None:
-    # Read from the oracle only if the tests already imported it: the plugin must not import oracle/ itself.
-    module = sys.modules.get("oracle.ulp")
-    edges = getattr(module, "HISTOGRAM_EDGES", None)
-    return None if edges is None else [float(e) for e in plain(edges)]

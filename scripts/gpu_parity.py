@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
 import zlib
@@ -22,6 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from conformance import provenance  # noqa: E402
 from impl.rope_triton import _apply_rope_torch, _uses_fused_kernel, apply_rope_triton  # noqa: E402
 from oracle import eager as oracle_eager  # noqa: E402
 
@@ -173,15 +173,10 @@ def main() -> int:
     elif not torch.cuda.is_available():
         print("gpu_parity: no CUDA device", file=sys.stderr)
         return 2
-    import triton
-
     metadata = {
         "gpu": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (smoke run)",
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        **provenance.record(),  # versions (torch, triton, CUDA, python), git state, kernel SHA-256
     }
     print(json.dumps(metadata), flush=True)
     results = []

@@ -1,7 +1,6 @@
 """The eager-path emulation: hand-computed cases, layouts, the fma pattern, and the backward's canonicalization."""
 
 import math
-import time
 
 import mpmath
 import numpy as np
@@ -258,19 +257,3 @@ def test_input_validation(values, frequencies, error, match):
         apply_rope(values, frequencies)
     with pytest.raises(error, match=match):
         apply_rope_backward(values, frequencies)
-
-
-@pytest.mark.slow
-def test_large_bfloat16_forward_under_ten_seconds_on_one_core():
-    generator = torch.Generator().manual_seed(5)
-    values = torch.randn(1, 4096, 64, 512, generator=generator).to(torch.bfloat16)
-    frequencies = _frequencies(torch.rand(1, 4096, 32, generator=generator) * 4096)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        start = time.perf_counter()
-        apply_rope(values, frequencies)
-        elapsed = time.perf_counter() - start
-    finally:
-        torch.set_num_threads(threads)
-    assert elapsed < 10.0

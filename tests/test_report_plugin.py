@@ -1,10 +1,11 @@
-"""Tests of the ulp-drift report: the pytest plugin (through pytester), the shard merger and the report module."""
+"""Tests of the ulp-drift report through the pytest plugin (pytester runs) and the shard merger's command line.
+
+The metadata tests add is tested in test_report_metadata.py; the report package's functions in test_report_package.py.
+"""
 
 from __future__ import annotations
 
 import json
-import math
-import os
 import subprocess
 import sys
 import types
@@ -14,22 +15,9 @@ from pathlib import Path
 import pytest
 
 from conformance import merge
-from conformance.report import (
-    PNG_NAME,
-    SCHEMA,
-    CaseRecord,
-    Report,
-    compact_devices,
-    compare_cases,
-    render_terminal,
-    write_report,
-)
+from conformance.report import PNG_NAME, SCHEMA
 
 pytest_plugins = ["pytester"]
-
-REPO = Path(__file__).resolve().parents[1]
-
-EDGES = [0.0, 0.5, 1.0, 2.0, math.inf]
 
 # A stand-in for the conformance tests. Drift is planted through an environment variable rather than by rewriting
 # the module, so no stale bytecode can hide a change between two runs in the same second.
@@ -88,16 +76,43 @@ ALL_KEYS = {
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+def project(report_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A pytester project whose conftest loads the plugin, with the fake conformance tests."""
-    # An outer CI job sets this; the inner runs must not append fake reports to its page.
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     monkeypatch.delenv("FAKE_ULP_DRIFT", raising=False)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    pytester.syspathinsert(REPO)
-    pytester.makeconftest('pytest_plugins = ["conformance.plugin"]\n')
-    pytester.makepyfile(test_fake=FAKE_TESTS)
-    return pytester
+    report_project.makepyfile(test_fake=FAKE_TESTS)
+    return report_project
+
+
+def matplotlib_importable() -> bool:
+    try:
+        import matplotlib.figure  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture(params=["with-matplotlib", "without-matplotlib"])
+def plotting(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether reports written in this test can plot: with matplotlib, the optional `report` extra (skipped, saying
+    why, where it is not installed), or with its import blocked, as on a runner without the extra."""
+    if request.param == "without-matplotlib":
+        for name in ("matplotlib", "matplotlib.figure"):
+            monkeypatch.setitem(sys.modules, name, None)
+        return False
+    if not matplotlib_importable():
+        pytest.skip("matplotlib (the optional `report` extra) is not installed: no PNG to check")
+    return True
+
+
+def assert_plot(directory: Path, plotted: bool) -> None:
+    """The report directory holds the PNG and the Markdown points to it, or it has none and the Markdown says why."""
+    markdown = (directory / "ulp-drift.md").read_text(encoding="utf-8")
+    if plotted:
+        assert (directory / PNG_NAME).stat().st_size > 0
+        assert f"Histogram plot: `{PNG_NAME}` next to this file." in markdown
+    else:
+        assert not (directory / PNG_NAME).exists()
+        assert f"No `{PNG_NAME}`: matplotlib is not importable on this runner" in markdown
 
 
 def load_cases(path: Path) -> dict:
@@ -106,7 +121,7 @@ def load_cases(path: Path) -> dict:
     return data["cases"]
 
 
-def test_report_files_and_case_content(project: pytest.Pytester) -> None:
+def test_report_files_and_case_content(project: pytest.Pytester, plotting: bool) -> None:
     result = project.runpytest("--ulp-report", "out")
     assert result.ret == pytest.ExitCode.OK
     data = json.loads((project.path / "out" / "ulp-drift.json").read_text(encoding="utf-8"))
@@ -125,7 +140,7 @@ def test_report_files_and_case_content(project: pytest.Pytester) -> None:
     assert "| bfloat16 | triton | fused-vs-truth | 1 | 1024 | 128* |" in markdown
     assert "autograd zero-fill turns -0 into +0" in markdown
     assert "--ulp-report out" in markdown
-    assert (project.path / "out" / PNG_NAME).stat().st_size > 0
+    assert_plot(project.path / "out", plotting)
 
 
 def test_terminal_summary_fits_120_columns(project: pytest.Pytester) -> None:
@@ -357,7 +372,7 @@ def test_run_without_records_says_no_data(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["ulp-drift verdict: NO DATA*"])
 
 
-def test_merge_two_shards(project: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+def test_merge_two_shards(project: pytest.Pytester, capsys: pytest.CaptureFixture[str], plotting: bool) -> None:
     assert project.runpytest("--ulp-report", "full").ret == pytest.ExitCode.OK
     assert project.runpytest("-k", "forward", "--ulp-report", "shard1").ret == pytest.ExitCode.OK
     assert project.runpytest("-k", "backward", "--ulp-report", "shard2").ret == pytest.ExitCode.OK
@@ -366,7 +381,7 @@ def test_merge_two_shards(project: pytest.Pytester, capsys: pytest.CaptureFixtur
     capsys.readouterr()
     assert merge.main([str(out), *shards]) == 0
     assert load_cases(out / "ulp-drift.json") == load_cases(project.path / "full" / "ulp-drift.json")
-    assert (out / "ulp-drift.md").is_file() and (out / PNG_NAME).is_file()
+    assert_plot(out, plotting)
     merged = json.loads((out / "ulp-drift.json").read_text(encoding="utf-8"))
     assert [s["source"] for s in merged["metadata"]["shards"]] == shards
     assert "ulp-drift verdict: PASS - 5 cases" in capsys.readouterr().out
@@ -402,83 +417,3 @@ def test_merge_runs_as_a_module(project: pytest.Pytester) -> None:
     assert done.returncode == 0, done.stderr
     assert "ulp-drift verdict: PASS" in done.stdout
     assert set(load_cases(project.path / "merged" / "ulp-drift.json")) == ALL_KEYS
-
-
-def record(**fields: object) -> CaseRecord:
-    base = {
-        "nodeid": "t.py::test",
-        "comparison": "fused-vs-truth",
-        "case_id": "",
-        "outcome": "passed",
-        "dtype": "bfloat16",
-        "backend": "triton",
-        "device": "cpu",
-        "elements": 16,
-        "mismatches": 0,
-    }
-    return CaseRecord(**{**base, **fields})
-
-
-def test_zero_baselines_use_absolute_tolerance() -> None:
-    exact = record(elementwise={"max": 0.0, "correctly_rounded_fraction": 1.0})
-    assert compare_cases(exact, exact) == ()
-    drifted = record(elementwise={"max": 0.5, "correctly_rounded_fraction": 1.0})
-    assert [c.describe() for c in compare_cases(drifted, exact)] == ["max elementwise ulp 0 -> 0.5"]
-    assert compare_cases(drifted, exact, ulp_tolerance=0.5) == ()
-    dropped = record()
-    assert [c.describe() for c in compare_cases(dropped, exact)] == [
-        "max elementwise ulp 0 -> not recorded",
-        "elementwise correctly-rounded fraction 1 -> not recorded",
-    ]
-
-
-def test_non_finite_errors_survive_strict_json(tmp_path: Path) -> None:
-    case = record(elementwise={"max": math.inf, "mean": math.nan, "histogram": [1, 2, 0]})
-    report = Report(cases={case.key: case}, histogram_edges=EDGES[:3])
-    path = report.write_json(tmp_path / "r.json")
-    assert "Infinity" not in path.read_text(encoding="utf-8") and "NaN" not in path.read_text(encoding="utf-8")
-    loaded = Report.load(path)
-    assert loaded.cases[case.key].elementwise["max"] == math.inf
-    assert math.isnan(loaded.cases[case.key].elementwise["mean"])
-    assert loaded.to_json() == report.to_json()
-
-
-def test_png_skipped_without_matplotlib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("matplotlib", "matplotlib.figure"):
-        monkeypatch.setitem(sys.modules, name, None)
-    case = record(elementwise={"max": 0.5, "histogram": [3, 1, 0]})
-    written, markdown = write_report(Report(cases={case.key: case}, histogram_edges=[0.0, 0.5, 1.0]), tmp_path)
-    assert [p.name for p in written] == ["ulp-drift.json", "ulp-drift.md"]
-    assert not (tmp_path / PNG_NAME).exists()
-    assert "matplotlib is not importable" in markdown
-    assert "| bfloat16 / triton / fused-vs-truth | 3 | 1 |" in markdown
-    assert "| dtype / backend / comparison | <= 0 | (0, 0.5] |" in markdown
-
-
-def test_compact_devices() -> None:
-    assert compact_devices(["cuda:3", "cuda:0", "cuda:1", "cpu", "cuda:5", "cuda:1"]) == "cpu,cuda:0-1,3,5"
-    assert compact_devices([f"cuda:{i}" for i in range(8)]) == "cuda:0-7"
-
-
-def test_terminal_table_fits_an_eight_gpu_run() -> None:
-    truth = {"max": 1.5, "correctly_rounded_fraction": 0.999999, "count": 123456789, "histogram": [0, 1]}
-    cases = [
-        record(
-            nodeid=f"t.py::test[{dtype}-{i}]",
-            comparison=comparison,
-            dtype=dtype,
-            backend="interpreter",
-            device=f"cuda:{i}",
-            elements=123456789,
-            signed_zero_differences=12345,
-            elementwise=truth,
-            normwise=truth,
-            allowed="signed-zero",
-        )
-        for i in range(8)
-        for dtype in ("bfloat16", "float16", "float32")
-        for comparison in ("backward-independent-of-values", "fused-vs-truth")
-    ]
-    lines = render_terminal(Report(cases={case.key: case for case in cases}))
-    assert lines[0] == "all cases: backend interpreter, devices cuda:0-7"
-    assert max(len(line) for line in lines) <= 120

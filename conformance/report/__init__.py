@@ -1,0 +1,109 @@
+"""The ulp-drift report: what the conformance tests measured, merged, gated on a baseline and rendered.
+
+The pytest plugin (`conformance.plugin`) and the shard merger (`conformance.merge`) both go through this package, so a
+report written by one runner, merged from several, or gated against a baseline is read, compared and rendered the same
+way everywhere. Nothing here imports torch, triton or the oracle: records arrive as plain numbers and dicts.
+
+One module per concern:
+
+- `model`: the records, the report and their strict-JSON form (schema `dsv41-rope/ulp-drift/1`).
+- `merge`: several reports (xdist workers, shards) into one.
+- `added_metadata`: run-level metadata the tests add (`conformance.plugin.add_run_metadata`) and how it merges.
+- `recording`: the `ulp_drift` fixture's recorder and the checks of what a test records.
+- `summary`: cases added up per dtype x backend x comparison; histogram bins.
+- `baseline`: the gate against an accepted report.
+- `verdict`: the one-line verdict and its status.
+- `tables`: cells and tables both renderings share.
+- `render_text`, `render_markdown`: the terminal summary and the Markdown report.
+- `plot`: the PNG histogram (matplotlib, optional).
+- `output`: the report directory and the CI job page.
+
+The names below are the package's interface; import them from here.
+"""
+
+from conformance.report.added_metadata import FROM_TESTS, checked_value, merge_added, merge_values
+from conformance.report.baseline import BaselineComparison, CaseDelta, Change, compare_cases, compare_to_baseline
+from conformance.report.merge import merge_edges, merge_reports
+from conformance.report.model import (
+    DIFFERENCE_KINDS,
+    JSON_NAME,
+    MARKDOWN_NAME,
+    MISMATCH,
+    NAN_BITS,
+    PNG_NAME,
+    SCHEMA,
+    SIGNED_ZERO,
+    CaseRecord,
+    Report,
+    ReportError,
+    case_key,
+    decode_non_finite,
+    encode_non_finite,
+    plain,
+)
+from conformance.report.output import append_step_summary, write_report
+from conformance.report.plot import PNG_NO_DATA, PNG_NO_MATPLOTLIB, PNG_NOT_REQUESTED, PNG_WRITTEN, write_histogram_png
+from conformance.report.recording import (
+    RecordKeeper,
+    UlpDriftRecorder,
+    checked_counts,
+    oracle_histogram_edges,
+    split_summary,
+)
+from conformance.report.render_markdown import render_markdown
+from conformance.report.render_text import render_terminal
+from conformance.report.summary import GroupSummary, summarize_groups
+from conformance.report.tables import compact_devices, format_fraction, format_number, markdown_table, text_table
+from conformance.report.verdict import verdict, verdict_status
+
+__all__ = [
+    "DIFFERENCE_KINDS",
+    "FROM_TESTS",
+    "JSON_NAME",
+    "MARKDOWN_NAME",
+    "MISMATCH",
+    "NAN_BITS",
+    "PNG_NAME",
+    "PNG_NOT_REQUESTED",
+    "PNG_NO_DATA",
+    "PNG_NO_MATPLOTLIB",
+    "PNG_WRITTEN",
+    "SCHEMA",
+    "SIGNED_ZERO",
+    "BaselineComparison",
+    "CaseDelta",
+    "CaseRecord",
+    "Change",
+    "GroupSummary",
+    "RecordKeeper",
+    "Report",
+    "ReportError",
+    "UlpDriftRecorder",
+    "append_step_summary",
+    "case_key",
+    "checked_counts",
+    "checked_value",
+    "compact_devices",
+    "compare_cases",
+    "compare_to_baseline",
+    "decode_non_finite",
+    "encode_non_finite",
+    "format_fraction",
+    "format_number",
+    "markdown_table",
+    "merge_added",
+    "merge_edges",
+    "merge_reports",
+    "merge_values",
+    "oracle_histogram_edges",
+    "plain",
+    "render_markdown",
+    "render_terminal",
+    "split_summary",
+    "summarize_groups",
+    "text_table",
+    "verdict",
+    "verdict_status",
+    "write_histogram_png",
+    "write_report",
+]

@@ -1,0 +1,71 @@
+"""Merging ulp-drift reports: the records of xdist workers or of shards run on several machines, into one report."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from conformance.report.added_metadata import FROM_TESTS, merge_added
+from conformance.report.model import Report, ReportError, encode_non_finite
+
+
+def merge_edges(first: list[float] | None, second: list[float] | None, source: str = "") -> list[float] | None:
+    """Returns the histogram edges two reports share; a report without edges takes the other's.
+
+    Raises:
+        ReportError: when both have edges and they differ, since their histograms cannot be summed.
+    """
+    if first is None or second is None:
+        return first if second is None else second
+    if encode_non_finite(first) != encode_non_finite(second):
+        raise ReportError(f"{source or 'reports'}: histogram edges differ ({first} vs {second}); cannot sum histograms")
+    return first
+
+
+def merge_reports(
+    reports: Sequence[Report], *, prefer_last: bool = False, sources: Sequence[str] | None = None
+) -> Report:
+    """Merges the cases of several reports (shards, xdist workers) into one, and the metadata their tests added.
+
+    Args:
+        reports: the reports, in order.
+        prefer_last: when two reports hold the same key with different content, keep the later one instead of failing.
+        sources: names for the reports in error messages (paths, worker ids); defaults to their positions.
+
+    Returns:
+        A report with the union of the cases and the shared histogram edges. Its metadata holds only what the tests
+        added (`metadata["from_tests"]`, merged as `conformance.report.added_metadata` says), when any report has
+        some; the rest of the metadata (provenance, the command) is the caller's.
+
+    Raises:
+        ReportError: on conflicting duplicate keys (unless `prefer_last`), on different histogram edges, or on added
+            metadata that is not a dict.
+    """
+    names = list(sources) if sources is not None else [f"report #{i + 1}" for i in range(len(reports))]
+    merged = Report()
+    origin: dict[str, str] = {}
+    conflicts: list[str] = []
+    added: list[Mapping[str, Any]] = []
+    for name, report in zip(names, reports, strict=True):
+        merged.histogram_edges = merge_edges(merged.histogram_edges, report.histogram_edges, name)
+        if FROM_TESTS in report.metadata:
+            if not isinstance(report.metadata[FROM_TESTS], Mapping):
+                raise ReportError(f"{name}: metadata {FROM_TESTS!r} is not a dict")
+            added.append(report.metadata[FROM_TESTS])
+        for key, record in report.cases.items():
+            previous = merged.cases.get(key)
+            if previous is not None and previous.to_json() != record.to_json() and not prefer_last:
+                conflicts.append(f"{key} ({origin[key]} vs {name})")
+                continue
+            merged.cases[key] = record
+            origin[key] = name
+    if added:
+        merged.metadata[FROM_TESTS] = merge_added(added)
+    if conflicts:
+        shown = "\n  ".join(conflicts[:20])
+        more = f"\n  ... and {len(conflicts) - 20} more" if len(conflicts) > 20 else ""
+        raise ReportError(
+            f"{len(conflicts)} case(s) recorded twice with different content (use --prefer-last to keep the later one):"
+            f"\n  {shown}{more}"
+        )
+    return merged

@@ -1,0 +1,53 @@
+"""The one-line verdict of a run: its status (PASS, WARN, FAIL, INCOMPLETE, NO DATA) and what it is made of."""
+
+from __future__ import annotations
+
+from conformance.report.baseline import BaselineComparison
+from conformance.report.model import Report
+
+
+def verdict_status(report: Report, comparison: BaselineComparison | None = None) -> str:
+    """Returns FAIL when the baseline gate fails, INCOMPLETE for an interrupted run, NO DATA when nothing was recorded,
+    WARN on differences no comparison allows or on tests that did not pass, PASS otherwise."""
+    if comparison is not None and comparison.failed:
+        return "FAIL"
+    if report.metadata.get("interrupted"):
+        return "INCOMPLETE"
+    if not report.cases:
+        return "NO DATA"
+    if any(r.unexpected_differences() or r.outcome != "passed" for r in report.cases.values()):
+        return "WARN"
+    return "PASS"
+
+
+def verdict(report: Report, comparison: BaselineComparison | None = None) -> str:
+    """Returns the one-line verdict: status, how the cases differ, and the baseline outcome.
+
+    "allowed-only" cases differ only in kinds their comparison allows; "unexpected" ones differ in another kind.
+    Records that carry an error summary (elementwise or norm-wise, e.g. ``fused-vs-truth``) are error measurements,
+    not bit comparisons, and are counted apart rather than as bit-exact.
+    """
+    cases = list(report.cases.values())
+    bit_cases = [r for r in cases if r.elementwise is None and r.normwise is None]
+    exact = sum(not r.differences() for r in bit_cases)
+    unexpected = sum(bool(r.unexpected_differences()) for r in cases)
+    allowed_only = len(bit_cases) - exact - sum(bool(r.unexpected_differences()) for r in bit_cases)
+    measured = len(cases) - len(bit_cases)
+    text = (
+        f"{len(cases)} cases: {exact} bit-exact, {allowed_only} allowed-only, {unexpected} unexpected,"
+        f" {measured} error measurements"
+    )
+    not_passed = sum(r.outcome != "passed" for r in cases)
+    if not_passed:
+        text += f", {not_passed} from tests not passed"
+    if report.metadata.get("interrupted"):
+        text += f"; run interrupted, {report.metadata.get('tests_not_run', 'some')} tests not run"
+    if comparison is None:
+        baseline = "no baseline"
+    else:
+        strict = " (strict: a failure)" if comparison.strict and comparison.missing else ""
+        baseline = (
+            f"baseline {comparison.baseline_path}: {len(comparison.regressions)} regressed, {len(comparison.new)} new,"
+            f" {len(comparison.missing)} missing{strict}"
+        )
+    return f"ulp-drift verdict: {verdict_status(report, comparison)} - {text}; {baseline}"

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from conformance import backend
+from conformance.plugin import add_run_metadata
 
 
 @pytest.fixture(scope="session")
@@ -17,8 +18,11 @@ def device() -> torch.device:
 
 
 @pytest.fixture(scope="session")
-def rope() -> types.ModuleType:
-    """``impl.rope_triton``, once the backend can run it bit-exactly; otherwise the test is skipped, saying why."""
+def rope(request: pytest.FixtureRequest, device: torch.device) -> types.ModuleType:
+    """``impl.rope_triton``, once the backend can run it bit-exactly; otherwise the test is skipped, saying why.
+
+    The report's metadata records, per device, how the kernel reproduces that device's eager path: the calibrated
+    contraction variant and frequency source (``kernel calibration``)."""
     from impl import rope_triton
 
     if not rope_triton.HAVE_TRITON:
@@ -26,6 +30,9 @@ def rope() -> types.ModuleType:
     problem = backend.interpreter_fma_problem()
     if problem:
         pytest.skip(problem)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else backend.name()
+    settings = rope_triton.settings(device)
+    add_run_metadata(request.config, "kernel calibration", {f"{device} ({where})": settings.describe()})
     return rope_triton
 
 

@@ -363,9 +363,22 @@ class KernelSettings:
         return f"{variant}, {frequencies} ({self.source})"
 
 
+# The fastest configurations of the H200 sweep of DeepSeek V4.1's own tensors, 2026-12-03 (benchmarks.sweep --quick,
+# benchmarks/results/h200-2026-12-03/): (channels, pairs, element size, heads) -> configuration, each with its cold
+# time over a cold copy and the general rule's below.
+_SWEPT_CONFIGS = {
+    (512, 32, 2, 64): LaunchConfig(8, 64, 64, 2),  # BF16/FP16 query: 1.168x copy (rule: 1.179x)
+    (512, 32, 4, 64): LaunchConfig(2, 512, 64, 2),  # FP32 query: 1.029x (1.060x)
+    (128, 32, 2, 32): LaunchConfig(16, 64, 64, 2),  # BF16/FP16 index query: 1.383x (the rule's own)
+    (512, 32, 2, 1): LaunchConfig(2, 512, 64, 2),  # BF16/FP16 window and compressed KV: 1.273x (1.574x)
+    (128, 32, 2, 1): LaunchConfig(16, 64, 64, 8),  # BF16/FP16 index keys: 1.401x (1.753x)
+}
+
+
 def _launch_config(rows: int, channels: int, pairs: int, element_size: int, heads: int = 1) -> LaunchConfig:
     """Choose rows per program, chunk widths and warps for a tensor of ``rows`` x ``channels``.
 
+    DeepSeek V4.1's own tensors take the sweep's fastest configuration (``_SWEPT_CONFIGS``). Otherwise:
     Chunks of about 2 KiB (one 16-byte vector per thread of 4 warps), from the launch sweeps on the H200
     (``benchmarks/sweep.py``, docs/benchmarks.md): copied chunks as wide as the row allows (256 channels for rows of
     2 KiB and more, 128 from 1 KiB, 64 below), narrowed while they do not divide the copied part, so that a row's
@@ -373,6 +386,9 @@ def _launch_config(rows: int, channels: int, pairs: int, element_size: int, head
     the rotary block's width. Rows of 256 bytes or less run on 2 warps. With several heads, rows per program divide
     the heads where a power of two of at least 4 does, so that a program's rows share one position's cos/sin.
     """
+    swept = _SWEPT_CONFIGS.get((channels, pairs, element_size, heads))
+    if swept is not None and swept.block_rows <= rows:
+        return swept
     row_bytes = channels * element_size
     copy_channels = 256 if row_bytes >= 2048 else 128 if row_bytes >= 1024 else 64
     pair_offset = channels - 2 * pairs

@@ -326,3 +326,26 @@ def error_within_bound(
             f"{case.id}: norm-wise error {normwise['max']:.4g} ulp > bound {bound} at {coordinates}: result "
             f"{_hex(rotated, coordinates)} truth {float(rotated_truth[coordinates]):.17g}"
         )
+
+
+def oracle_matches_eager(case: Case, device: torch.device, ulp_drift=None) -> None:
+    """The oracle's GPU proof: fed the device's ``torch.polar`` frequencies and its calibrated contraction, it gives
+    eager CUDA's forward and autograd backward bits, NaN payloads and signed zeros included, on the sampled
+    positions. Independent of the kernel: it tests the reference the CPU suite stands on."""
+    from impl import rope_triton
+
+    values, angles = make_values(case, device), make_angles(case, device)
+    grad_output = make_values(case, device, salt=1)
+    leaf = values.detach().requires_grad_(True)
+    eager = rope_triton._apply_rope_torch(leaf, angles, case.inverse)
+    (eager_gradient,) = torch.autograd.grad(eager, leaf, grad_output)
+    chosen = positions(values.shape[1], device)
+    frequencies = on_cpu(frequencies_of(angles), chosen)
+    contraction = rope_triton.settings(device).contraction
+    cpu_values = on_cpu(values, chosen)
+    expected = oracle_eager.apply_rope(cpu_values, frequencies, inverse=case.inverse, contraction=contraction)
+    assert_bits(ulp_drift, "oracle-vs-eager", case, device, expected, on_cpu(eager, chosen), values=cpu_values)
+    upstream = on_cpu(grad_output, chosen)
+    expected = oracle_eager.apply_rope_backward(upstream, frequencies, inverse=case.inverse, contraction=contraction)
+    gradient = on_cpu(eager_gradient, chosen)
+    assert_bits(ulp_drift, "oracle-backward-vs-eager", case, device, expected, gradient, values=upstream)

@@ -1,7 +1,7 @@
 """Where a result came from: the machine, the software versions, the GPUs, the git checkout and the kernel source.
 
 The one home of this record for every producer of results: the ulp-drift report (`conformance.plugin`,
-`conformance.merge`), the benchmarks (`benchmarks/common.py`) and the GPU parity script (`scripts/gpu_parity.py`).
+`conformance.merge`), and the benchmarks (`benchmarks/common.py`).
 
 Nothing here imports torch or triton, so the report can run in an xdist controller that never does: a version comes
 from the imported module when the caller already imported it (what actually ran), else from the installed

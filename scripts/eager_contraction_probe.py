@@ -27,9 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from oracle.fma import fma32, multiply32  # noqa: E402
+from oracle.fma import fma32, multiply32
 
 SIZES = (
     1,

@@ -2,7 +2,7 @@
 # One device-tool call on the H200: calibration, the full conformance suite with its report and baseline,
 # compute-sanitizer memcheck, benchmarks and the launch sweep, each under its own time limit.
 # Usage (repository root, on the GPU machine):
-#   bash scripts/h200_session.sh OUT_DIR [calibration|suite|sanitize|bench|sweep|contraction|parity ...]
+#   bash scripts/h200_session.sh OUT_DIR [calibration|suite|sanitize|bench|sweep|contraction ...]
 # The image has torch, triton, pytest, pytest-xdist, hypothesis and mpmath; wheels in .whl (scripts/fetch_gpu_wheels.sh)
 # are installed first when present. Everything lands flat in OUT_DIR (the device tool brings back at most 8 files).
 set -uo pipefail
@@ -39,7 +39,7 @@ PY
                grep -E "^(FAILED|ERROR)" "$out/suite.log" | cut -c1-300 | head -40 | tee -a "$out/summary.txt"
                grep -E "passed|failed|verdict" "$out/suite.log" | tail -3 | tee -a "$out/summary.txt" ;;
         sanitize) timeout "${SANITIZE_SECONDS:-150}" compute-sanitizer --tool memcheck --error-exitcode 1 \
-                      python3 scripts/sanitize_probe.py > "$out/sanitize.log" 2>&1 || status=1
+                      python3 -m scripts.sanitize_probe > "$out/sanitize.log" 2>&1 || status=1
                   tail -3 "$out/sanitize.log" | tee -a "$out/summary.txt" ;;
         bench) timeout "${BENCH_SECONDS:-260}" python3 -m benchmarks.run --out "$scratch/bench" \
                    --time-budget "$(( ${BENCH_SECONDS:-260} - 40 ))" > "$out/bench.log" 2>&1 || status=1
@@ -49,10 +49,8 @@ PY
                    --time-budget "$(( ${SWEEP_SECONDS:-200} - 30 ))" > "$out/sweep.log" 2>&1 || status=1
                cp "$scratch"/sweep/sweep_*.json "$out/" 2>/dev/null
                tail -12 "$out/sweep.log" ;;
-        contraction) python3 scripts/eager_contraction_probe.py --out "$scratch" > "$out/contraction.log" 2>&1 || status=1
+        contraction) python3 -m scripts.eager_contraction_probe --out "$scratch" > "$out/contraction.log" 2>&1 || status=1
                      grep -E "model_misses\": [1-9]|SUMMARY" "$out/contraction.log" | head -30 ;;
-        parity) python3 scripts/gpu_parity.py --out "$scratch" > "$out/parity.log" 2>&1 || status=1
-                grep -E "SUMMARY" "$out/parity.log" ;;
         *) echo "unknown step $step"; status=2 ;;
     esac
     echo "step $step: $(( $(date +%s) - start )) s, status so far $status" | tee -a "$out/summary.txt"

@@ -1,7 +1,7 @@
 """Small edge cases through the fused forward, backward and in-place op, for ``compute-sanitizer --tool memcheck``.
 
 Run from the repository root:
-``compute-sanitizer --tool memcheck --error-exitcode 1 python3 scripts/sanitize_probe.py``.
+``compute-sanitizer --tool memcheck --error-exitcode 1 python3 -m scripts.sanitize_probe``.
 Every conformance layout and edge shape runs forward, inverse, backward and in place at its CPU size (the same shapes
 the interpreter checks), with cos/sin computed in the kernel and read from torch.polar's table, so memcheck sees the
 masks at every tile boundary: odd channel counts, one pair, all channels rotary, two channels, sequence 1, padded
@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from conformance.cases import SHAPES, Case, make_angles, make_values  # noqa: E402
-from impl.rope_triton import FREQUENCIES_VARIABLE, apply_rope_triton, apply_rope_triton_  # noqa: E402
+from conformance.cases import SHAPES, Case, make_angles, make_values
+from impl.rope_triton import FREQUENCIES_VARIABLE, apply_rope_triton, apply_rope_triton_
 
 
 def main() -> int:

@@ -198,6 +198,7 @@ if HAVE_TRITON:
         stride_frequency,
         row_ok,
         frequency_ok,
+        IN_PLACE: tl.constexpr,
         IN_KERNEL_FREQUENCIES: tl.constexpr,
         NEGATE_SIN: tl.constexpr,
         REAL: tl.constexpr,
@@ -206,28 +207,34 @@ if HAVE_TRITON:
         ROTARY_K: tl.constexpr,
     ):
         """Rotate rotary channels ``[start, start + ROTARY_K)`` of BLOCK_R rows (``start`` is even, so the chunk
-        holds whole pairs) by the frequencies at ``frequency_row`` (one per row, or one row shared by all). The whole
-        chunk is loaded before any of it is stored: in place, both values of a pair are read before either is
-        written."""
+        holds whole pairs) by the frequencies at ``frequency_row`` (one per row, or one row shared by all).
+
+        Each element is loaded with its pair partner (channel ``c ^ 1``) and keeps its own part of the product, the
+        real part at even channels and the imaginary one at odd channels: no shuffling of pairs between threads.
+        In place, every thread's loads precede every store of the block (a barrier), so both values of a pair are
+        read before either is written, whichever threads hold them."""
         channel = start + tl.arange(0, ROTARY_K)
         mask = row_ok & (channel < 2 * pairs)[None, :]
         x = _to_float32(tl.load(source + channel[None, :] * stride_source, mask=mask, other=0.0))
-        x0, x1 = tl.split(tl.reshape(x, (BLOCK_R, ROTARY_K // 2, 2)))
-        pair = start // 2 + tl.arange(0, ROTARY_K // 2)
-        pair_mask = frequency_ok & (pair < pairs)[None, :]
-        frequency = frequency_row + pair[None, :] * stride_frequency
+        partner = _to_float32(tl.load(source + (channel ^ 1)[None, :] * stride_source, mask=mask, other=0.0))
+        even = (channel % 2 == 0)[None, :]
+        x0, x1 = tl.where(even, x, partner), tl.where(even, partner, x)
+        frequency_mask = frequency_ok & (channel < 2 * pairs)[None, :]
+        frequency = frequency_row + (channel // 2)[None, :] * stride_frequency
         if IN_KERNEL_FREQUENCIES:
-            cos, sin = _cos_sin(tl.load(frequency, mask=pair_mask, other=0.0))
+            cos, sin = _cos_sin(tl.load(frequency, mask=frequency_mask, other=0.0))
         else:  # torch.polar's (cos, sin) pairs, sin next to cos
-            cos = tl.load(frequency, mask=pair_mask, other=0.0)
-            sin = tl.load(frequency + 1, mask=pair_mask, other=0.0)
-        cos = tl.broadcast_to(cos, (BLOCK_R, ROTARY_K // 2))
-        sin = tl.broadcast_to(sin, (BLOCK_R, ROTARY_K // 2))
+            cos = tl.load(frequency, mask=frequency_mask, other=0.0)
+            sin = tl.load(frequency + 1, mask=frequency_mask, other=0.0)
+        cos = tl.broadcast_to(cos, (BLOCK_R, ROTARY_K))
+        sin = tl.broadcast_to(sin, (BLOCK_R, ROTARY_K))
         if NEGATE_SIN:
             sin = _negate(sin)
         real, imag = _complex_multiply(x0, x1, cos, sin, REAL, IMAG)
-        rotated = tl.reshape(tl.join(real, imag), (BLOCK_R, ROTARY_K))
-        tl.store(target + channel[None, :] * stride_target, _from_float32(rotated, target.dtype.element_ty), mask=mask)
+        rotated = _from_float32(tl.where(even, real, imag), target.dtype.element_ty)
+        if IN_PLACE:
+            tl.debug_barrier()
+        tl.store(target + channel[None, :] * stride_target, rotated, mask=mask)
 
     @triton.jit
     def _rope_kernel(
@@ -314,6 +321,7 @@ if HAVE_TRITON:
                 stride_frequencies_pair,
                 row_ok,
                 frequency_ok,
+                not COPY_CHANNELS,
                 IN_KERNEL_FREQUENCIES,
                 NEGATE_SIN,
                 REAL,

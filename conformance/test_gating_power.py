@@ -93,8 +93,12 @@ MUTATIONS = {
         '"SHARED_FREQUENCIES": True,',
     ),
     "frequency-pair-stride-ignored": (
-        "frequency = frequency_row + pair[None, :] * stride_frequency",
-        "frequency = frequency_row + pair[None, :]",
+        "frequency = frequency_row + (channel // 2)[None, :] * stride_frequency",
+        "frequency = frequency_row + (channel // 2)[None, :]",
+    ),
+    "partner-not-swapped": (
+        "partner = _to_float32(tl.load(source + (channel ^ 1)[None, :] * stride_source",
+        "partner = _to_float32(tl.load(source + channel[None, :] * stride_source",
     ),
     # Frequencies computed in the kernel (CUDA: libdevice flushes subnormal angles).
     "subnormal-sin-flushed": (

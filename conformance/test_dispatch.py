@@ -144,3 +144,22 @@ def test_angles_shared_by_the_batch_are_not_copied_per_batch(rope, device, monke
     table = (1, 6, 8) if source == "in-kernel" else (1, 6, 8, 2)
     assert len(launches) == 1, "one launch for all 4 batch elements"
     assert launches[0][0] == table and launches[0][1][0] == 0, "one [1, S, P] table, read with batch stride 0"
+
+
+def test_launch_plan_passes_every_kernel_parameter_in_order(rope, device):
+    """The compiled kernel takes its parameters positionally: a plan whose arguments are out of order would lose
+    the direct launch (the plan then falls back to Triton's ``kernel[grid]``)."""
+    values, angles = _inputs(device)
+    settings = rope.settings(device)
+    plan = rope._make_plan(values, angles, torch.empty_like(values), False, settings, None)
+    assert list(plan.scalars) == rope._KERNEL_SCALARS
+
+
+@pytest.mark.gpu
+def test_later_calls_launch_the_compiled_kernel_directly(rope, gpu, monkeypatch):
+    monkeypatch.setattr(rope, "_PLANS", {})
+    values, angles = _inputs(gpu, shape=(1, 7, 3, 40))
+    first = rope.apply_rope_triton(values, angles)
+    (plan,) = rope._PLANS.values()
+    assert plan.compiled is not None, "the first launch kept no compiled kernel"
+    assert torch.equal(_bits(rope.apply_rope_triton(values, angles)), _bits(first))

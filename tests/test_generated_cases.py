@@ -4,13 +4,16 @@ fails on the faults it is there to find: conformance/test_generated_checks.py.)"
 
 from __future__ import annotations
 
+import importlib
+import sys
+
 import pytest
 import torch
 from hypothesis import given, settings
 
 from conformance import strategies
 from conformance.cases import INTEGER_VIEW
-from conformance.generated import SHARDS, DriftTally
+from conformance.generated import SHARDS, DriftTally, run_shard
 from conformance.layouts import LayoutSpec, StridedLayout, build_inputs
 
 CPU = torch.device("cpu")
@@ -112,6 +115,36 @@ def test_shards_split_the_space_by_dtype_rank_and_direction():
     assert len(keys) == len(SHARDS) == 12
     assert len({shard.seed for shard in SHARDS}) == len(SHARDS)
     assert len({shard.id for shard in SHARDS}) == len(SHARDS)
+
+
+@pytest.fixture
+def derandomized_profile():
+    previous = settings.get_current_profile_name()
+    settings.register_profile("generated-cases-self-test", derandomize=True, database=None, max_examples=60)
+    settings.load_profile("generated-cases-self-test")
+    yield
+    settings.load_profile(previous)
+
+
+def _drawn(shard) -> list[str]:
+    specs: list[str] = []
+    run_shard(shard, lambda spec, tally: specs.append(repr(spec)), None)
+    return specs
+
+
+def test_a_shard_draws_the_same_examples_whatever_literals_the_code_holds(derandomized_profile, tmp_path, monkeypatch):
+    before = _drawn(SHARDS[0])
+    assert _drawn(SHARDS[0]) == before
+    # Hypothesis collects the literals of imported local modules and draws some integers from them.
+    literals = ", ".join(str(27 * k + 5) for k in range(300))  # 5 to 8078: seeds, positions, sizes
+    (tmp_path / "more_literals.py").write_text(f"LITERALS = ({literals})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("more_literals")
+    try:
+        assert _drawn(SHARDS[0]) == before
+    finally:
+        del sys.modules["more_literals"]
+    assert _drawn(SHARDS[1]) != before
 
 
 # -- the report tally -------------------------------------------------------------------------------------------------

@@ -7,13 +7,15 @@ import types
 
 import pytest
 import torch
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from conformance import backend
 
 # Hypothesis profiles for conformance/test_generated_layouts.py, chosen with `--hypothesis-profile NAME`
 # (docs/conformance.md). Examples per shard (12 shards: dtype x rank x direction); no deadline and no timing health
-# check, since the interpreter's timings vary with the machine's load.
+# check, since the interpreter's timings vary with the machine's load; no explain phase, whose "lines only failing
+# cases run" are those that print the failing case's reproduction.
+PHASES = tuple(phase for phase in Phase if phase is not Phase.explain)
 # ci (the default): the same examples every run (a fixed seed per shard), no example database written anywhere.
 settings.register_profile(
     "ci",
@@ -23,12 +25,18 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     print_blob=False,
+    phases=PHASES,
 )
 # gpu: the same, with five times the examples (a CUDA kernel call costs microseconds, not the interpreter's 20 ms).
 settings.register_profile("gpu", parent=settings.get_profile("ci"), max_examples=500)
 # thorough: long local runs; new random examples each run, failures kept in .hypothesis/ (git-ignored) and replayed.
 settings.register_profile(
-    "thorough", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+    "thorough",
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+    phases=PHASES,
 )
 if settings.get_current_profile_name() == "default":  # --hypothesis-profile, when given, is loaded after this
     settings.load_profile("ci")

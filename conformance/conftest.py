@@ -35,7 +35,6 @@ settings.register_profile(
     max_examples=2000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
-    print_blob=True,
     phases=PHASES,
 )
 if settings.get_current_profile_name() == "default":  # --hypothesis-profile, when given, is loaded after this

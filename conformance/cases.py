@@ -197,16 +197,25 @@ def make_angles(case: Case, device: torch.device) -> torch.Tensor:
     sequence, pairs = shape[1], case.shape.pairs
     generator = _generator(device, case.seed + 7)
     if case.regime == "huge-angles":
-        huge = (torch.rand((batch, sequence, pairs), generator=generator, device=device) * 2 - 1) * 1e7
-        quarter_turns = torch.randint(-4000, 4000, (batch, sequence, pairs), generator=generator, device=device)
-        near_axes = (
-            quarter_turns.double() * (math.pi / 2)
-            + (torch.rand((batch, sequence, pairs), generator=generator, device=device, dtype=torch.float64) * 2 - 1)
-            * 1e-6
-        )
-        pick = torch.rand((batch, sequence, pairs), generator=generator, device=device) < 0.5
-        return torch.where(pick, huge, near_axes.float())
+        return huge_angles((batch, sequence, pairs), generator, device)
     positions = torch.arange(sequence, device=device, dtype=torch.float32)
     offsets = torch.randint(0, 4096, (batch, 1, 1), generator=generator, device=device).float() if batch > 1 else 0
-    inverse_frequencies = ROPE_BASE ** (-torch.arange(pairs, device=device, dtype=torch.float32) / pairs)
-    return (positions[None, :, None] + offsets) * inverse_frequencies
+    return rope_angles(positions[None, :, None] + offsets, pairs)
+
+
+def rope_angles(positions: torch.Tensor, pairs: int) -> torch.Tensor:
+    """RoPE angles ``position * ROPE_BASE ** (-j / pairs)`` in float32, for float32 ``positions`` ``[..., 1]``."""
+    inverse_frequencies = ROPE_BASE ** (-torch.arange(pairs, device=positions.device, dtype=torch.float32) / pairs)
+    return positions * inverse_frequencies
+
+
+def huge_angles(shape: tuple[int, ...], generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    """float32 angles of ``shape``: half up to 1e7 in magnitude, half within 1e-6 of a multiple of pi/2."""
+    huge = (torch.rand(shape, generator=generator, device=device) * 2 - 1) * 1e7
+    quarter_turns = torch.randint(-4000, 4000, shape, generator=generator, device=device)
+    near_axes = (
+        quarter_turns.double() * (math.pi / 2)
+        + (torch.rand(shape, generator=generator, device=device, dtype=torch.float64) * 2 - 1) * 1e-6
+    )
+    pick = torch.rand(shape, generator=generator, device=device) < 0.5
+    return torch.where(pick, huge, near_axes.float())

@@ -23,6 +23,7 @@ import torch
 
 from conformance import backend
 from conformance.cases import INTEGER_VIEW, Case, make_angles, make_values
+from conformance.layouts import GeneratedInputs, LayoutSpec, build_inputs
 from oracle import eager as oracle_eager
 from oracle import reference, ulp
 
@@ -34,6 +35,8 @@ SAMPLED_POSITIONS = 32
 # more. That is <= 0.004 ulp of BF16/FP16, and below 5 (6 with a "none" part) float32 ulps.
 NORMWISE_BOUND = {"bf16": 0.504, "fp16": 0.504, "fp32": 5.0}
 NORMWISE_BOUND_FP32_UNFUSED = 6.0
+# What a comparison with the eager backward allows (module docstring): autograd's zero-filled accumulation.
+EAGER_BACKWARD_ALLOWED = ("signed-zero", "nan-bits")
 
 
 @dataclasses.dataclass
@@ -63,9 +66,10 @@ def frequencies_of(angles: torch.Tensor) -> torch.Tensor:
 def kernel_frequencies_of(angles: torch.Tensor, rope: types.ModuleType) -> torch.Tensor:
     """The frequencies the kernel multiplies by, as complex64 on the angles' device: torch.polar's (on a GPU the
     kernel's own cos/sin equal them for every float32 angle, which ``test_frequencies.py`` proves), except under the
-    interpreter when the in-kernel path is forced, whose cos/sin are numpy's (``sin x = x`` for subnormal x)."""
-    settings = rope.settings(angles.device)
-    if not (settings.in_kernel_frequencies and angles.device.type == "cpu"):
+    interpreter when the project's kernel is forced to its in-kernel path, whose cos/sin are numpy's (``sin x = x``
+    for subnormal x). Any other implementation is judged against torch.polar's frequencies."""
+    settings = getattr(rope, "settings", None)
+    if settings is None or not (settings(angles.device).in_kernel_frequencies and angles.device.type == "cpu"):
         return frequencies_of(angles)
     array = angles.detach().contiguous().numpy()
     subnormal = (np.abs(array) < np.finfo(np.float32).tiny) | (array == 0)
@@ -75,8 +79,11 @@ def kernel_frequencies_of(angles: torch.Tensor, rope: types.ModuleType) -> torch
 
 
 def contraction_of(device: torch.device, rope: types.ModuleType) -> tuple[str, str]:
-    """The contraction variant the kernel uses on ``device``, which the oracle then emulates."""
-    contraction = rope.settings(device).contraction
+    """The contraction variant the oracle emulates on ``device``: the kernel module's setting there (the device's
+    calibrated eager variant, or a forced one), or, for a module without settings, the project's calibration."""
+    from impl import rope_triton
+
+    contraction = getattr(rope, "settings", rope_triton.settings)(device).contraction
     assert contraction is not None, f"{device}: the kernel runs no contraction variant here (eager fallback)"
     return contraction
 
@@ -95,7 +102,9 @@ def on_cpu(tensor: torch.Tensor, chosen: torch.Tensor | None) -> torch.Tensor:
     return tensor.detach().cpu()
 
 
-def record(ulp_drift, comparison: str, case: Case, device: torch.device, diffs: ulp.BitDifferences, **extra) -> None:
+def record(
+    ulp_drift, comparison: str, case: Case | LayoutSpec, device: torch.device, diffs: ulp.BitDifferences, **extra
+) -> None:
     """Add one comparison to the ulp-drift report (no-op without the fixture, as in the gating-power test)."""
     if ulp_drift is None:
         return
@@ -116,7 +125,7 @@ def record(ulp_drift, comparison: str, case: Case, device: torch.device, diffs: 
 def assert_bits(
     ulp_drift,
     comparison: str,
-    case: Case,
+    case: Case | LayoutSpec,
     device: torch.device,
     actual: torch.Tensor,
     expected: torch.Tensor,
@@ -126,7 +135,9 @@ def assert_bits(
 ) -> ulp.BitDifferences:
     """Compare bits, record, and fail on a real mismatch or on a NaN-bit/signed-zero difference not in ``allow``.
 
-    The comparison runs where the tensors are (the GPU for eager comparisons of full-size tensors)."""
+    The comparison runs where the tensors are (the GPU for eager comparisons of full-size tensors). ``case`` is a
+    fixed-matrix :class:`Case` or a generated :class:`LayoutSpec`: its ``id`` names it in the message, its
+    ``dtype_name`` goes to the report."""
     diffs = ulp.compare_bits(actual, expected)
     detail = describe_mismatch(diffs.first_mismatch_index, actual, expected, values) if diffs.mismatches else ""
     record(ulp_drift, comparison, case, device, diffs, allowed=",".join(allow), detail=detail)
@@ -278,7 +289,7 @@ def gradient_is_conjugate_rotation(
         inverse=case.inverse,
         contraction=contraction_of(device, rope),
     )
-    allow = ("signed-zero", "nan-bits")
+    allow = EAGER_BACKWARD_ALLOWED
     gradient_sample = on_cpu(gradient, chosen)
     comparison = f"{prefix}backward-vs-oracle"
     assert_bits(ulp_drift, comparison, case, device, gradient_sample, expected, values=upstream, allow=allow)
@@ -349,3 +360,147 @@ def oracle_matches_eager(case: Case, device: torch.device, ulp_drift=None) -> No
     expected = oracle_eager.apply_rope_backward(upstream, frequencies, inverse=case.inverse, contraction=contraction)
     gradient = on_cpu(eager_gradient, chosen)
     assert_bits(ulp_drift, "oracle-backward-vs-eager", case, device, expected, gradient, values=upstream)
+
+
+# -- generated cases ---------------------------------------------------------------------------------------------------
+# Their comparisons carry their own labels, so that the ulp-drift report shows them in rows of their own.
+GENERATED_FORWARD_VS_ORACLE = "generated-fused-vs-oracle"
+GENERATED_BACKWARD_VS_ORACLE = "generated-backward-vs-oracle"
+GENERATED_FORWARD_VS_EAGER = "generated-fused-vs-eager"
+GENERATED_BACKWARD_VS_EAGER = "generated-backward-vs-eager"
+GENERATED_IN_PLACE_VS_ORACLE = "generated-in-place-vs-oracle"
+GENERATED_IN_PLACE_VS_EAGER = "generated-in-place-vs-eager"
+
+
+def check_generated_case(
+    spec: LayoutSpec, device: torch.device, rope: types.ModuleType, ulp_drift=None, *, in_place: bool = False
+) -> None:
+    """One generated case, checked against the oracle (every backend) and PyTorch's eager path (CUDA).
+
+    Out of place (``rope.apply_rope_triton``): the forward (or inverse, as the spec says) equals the oracle bit for
+    bit; the autograd gradient for the spec's upstream gradient equals the oracle backward up to the signed zeros and
+    NaN payloads of eager's accumulation (as :func:`gradient_is_conjugate_rotation` allows); values, angles and the
+    upstream gradient keep every bit of their storages.
+
+    In place (``rope.apply_rope_triton_(values, angles, *, inverse) -> values``): the values view afterwards holds
+    the out-of-place op's bits (the oracle's), the call returns ``values`` itself, and nothing else changes: not the
+    storage around the view, not the angles. An overlapping view (expanded values) must be refused, unwritten.
+
+    A failure message ends with Python code that rebuilds the inputs (:meth:`LayoutSpec.reproduction`).
+    """
+    try:
+        if in_place:
+            _in_place_matches(spec, device, rope, ulp_drift)
+        else:
+            _out_of_place_matches(spec, device, rope, ulp_drift)
+    except AssertionError as failure:
+        failure.add_note(
+            f"\nThe inputs of this case, rebuilt (run from the repository root):\n{spec.reproduction(device)}"
+        )
+        raise
+
+
+def _out_of_place_matches(spec: LayoutSpec, device: torch.device, rope: types.ModuleType, ulp_drift) -> None:
+    inputs = build_inputs(spec, device)
+    storages_before = _storages(inputs)
+    leaf = inputs.values.detach().requires_grad_(True)
+    output = rope.apply_rope_triton(leaf, inputs.angles, inverse=spec.inverse)
+    (gradient,) = torch.autograd.grad(output, leaf, inputs.grad_output)
+    _assert_storages_unchanged(spec, inputs, storages_before)
+
+    values, upstream = on_cpu(inputs.values, None), on_cpu(inputs.grad_output, None)
+    frequencies = on_cpu(kernel_frequencies_of(inputs.angles, rope), None)
+    contraction = contraction_of(device, rope)
+    expected = oracle_eager.apply_rope(values, frequencies, inverse=spec.inverse, contraction=contraction)
+    assert_bits(ulp_drift, GENERATED_FORWARD_VS_ORACLE, spec, device, on_cpu(output, None), expected, values=values)
+    expected_gradient = oracle_eager.apply_rope_backward(
+        upstream, frequencies, inverse=spec.inverse, contraction=contraction
+    )
+    assert_bits(
+        ulp_drift,
+        GENERATED_BACKWARD_VS_ORACLE,
+        spec,
+        device,
+        on_cpu(gradient, None),
+        expected_gradient,
+        values=upstream,
+        allow=EAGER_BACKWARD_ALLOWED,
+    )
+    if device.type == "cuda":
+        eager = rope._apply_rope_torch(inputs.values, inputs.angles, inverse=spec.inverse)
+        assert_bits(ulp_drift, GENERATED_FORWARD_VS_EAGER, spec, device, output, eager, values=inputs.values)
+        eager_leaf = inputs.values.detach().requires_grad_(True)
+        eager_output = rope._apply_rope_torch(eager_leaf, inputs.angles, inverse=spec.inverse)
+        (eager_gradient,) = torch.autograd.grad(eager_output, eager_leaf, inputs.grad_output)
+        assert_bits(
+            ulp_drift,
+            GENERATED_BACKWARD_VS_EAGER,
+            spec,
+            device,
+            gradient,
+            eager_gradient,
+            values=inputs.grad_output,
+            allow=EAGER_BACKWARD_ALLOWED,
+        )
+
+
+def _in_place_matches(spec: LayoutSpec, device: torch.device, rope: types.ModuleType, ulp_drift) -> None:
+    inputs = build_inputs(spec, device)
+    storages_before = _storages(inputs)
+    values = inputs.values
+    if spec.values.overlapping():
+        try:
+            rope.apply_rope_triton_(values, inputs.angles, inverse=spec.inverse)
+        except (RuntimeError, ValueError):
+            pass
+        else:
+            raise AssertionError(f"{spec.id}: the in-place op wrote an overlapping view instead of refusing it")
+        _assert_storages_unchanged(spec, inputs, storages_before)
+        return
+    original = values.clone()
+    original_on_cpu = on_cpu(original, None)
+    expected = oracle_eager.apply_rope(
+        original_on_cpu,
+        on_cpu(kernel_frequencies_of(inputs.angles, rope), None),
+        inverse=spec.inverse,
+        contraction=contraction_of(device, rope),
+    )
+    result = rope.apply_rope_triton_(values, inputs.angles, inverse=spec.inverse)
+    assert result is values, f"{spec.id}: the in-place op returned a {type(result).__name__}, not its values tensor"
+    _assert_storages_unchanged(spec, inputs, storages_before, written=spec.values)
+    assert_bits(
+        ulp_drift, GENERATED_IN_PLACE_VS_ORACLE, spec, device, on_cpu(values, None), expected, values=original_on_cpu
+    )
+    if device.type == "cuda":
+        eager = rope._apply_rope_torch(original, inputs.angles, inverse=spec.inverse)
+        assert_bits(ulp_drift, GENERATED_IN_PLACE_VS_EAGER, spec, device, values, eager, values=original)
+
+
+def _storages(inputs: GeneratedInputs) -> dict[str, torch.Tensor]:
+    return {
+        "values": inputs.values_storage.clone(),
+        "angles": inputs.angles_storage.clone(),
+        "upstream gradient": inputs.gradient_storage.clone(),
+    }
+
+
+def _assert_storages_unchanged(
+    spec: LayoutSpec, inputs: GeneratedInputs, before: dict[str, torch.Tensor], *, written=None
+) -> None:
+    """Every storage element keeps its bits, except those of the values view ``written`` (an in-place op's)."""
+    now = {
+        "values": inputs.values_storage,
+        "angles": inputs.angles_storage,
+        "upstream gradient": inputs.gradient_storage,
+    }
+    for name, storage in now.items():
+        integer = INTEGER_VIEW[storage.dtype]
+        changed = storage.view(integer) != before[name].view(integer)
+        if name == "values" and written is not None:
+            written.view(changed).fill_(False)
+        if bool(changed.any()):
+            index = int(changed.nonzero()[0])
+            raise AssertionError(
+                f"{spec.id}: the op wrote its input: {int(changed.sum())} elements of the {name} storage changed, "
+                f"first at storage index {index}: {_hex(before[name], (index,))} -> {_hex(storage, (index,))}"
+            )

@@ -1,4 +1,5 @@
-"""Fixtures of the conformance suites: the device this worker runs on and the kernel module under test."""
+"""Fixtures of the conformance suites: the device this worker runs on and the kernel module under test; and the
+hypothesis profiles of the generated-layout tests."""
 
 from __future__ import annotations
 
@@ -6,9 +7,39 @@ import types
 
 import pytest
 import torch
+from hypothesis import HealthCheck, Phase, settings
 
 from conformance import backend
 from conformance.plugin import add_run_metadata
+
+# Hypothesis profiles for conformance/test_generated_layouts.py, chosen with `--hypothesis-profile NAME`
+# (docs/conformance.md). Examples per shard (12 shards: dtype x rank x direction); no deadline and no timing health
+# check, since the interpreter's timings vary with the machine's load; no explain phase, whose "lines only failing
+# cases run" are those that print the failing case's reproduction.
+PHASES = tuple(phase for phase in Phase if phase is not Phase.explain)
+# ci (the default): the same examples every run (a fixed seed per shard), no example database written anywhere.
+settings.register_profile(
+    "ci",
+    max_examples=100,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=False,
+    phases=PHASES,
+)
+# gpu: the same, with five times the examples (a CUDA kernel call costs microseconds, not the interpreter's 20 ms).
+settings.register_profile("gpu", parent=settings.get_profile("ci"), max_examples=500)
+# thorough: long local runs; new random examples each run, failures kept in .hypothesis/ (git-ignored) and replayed.
+settings.register_profile(
+    "thorough",
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    phases=PHASES,
+)
+if settings.get_current_profile_name() == "default":  # --hypothesis-profile, when given, is loaded after this
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")

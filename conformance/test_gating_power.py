@@ -5,6 +5,10 @@ retires a mutation fails here instead of silently passing), loads the edited cop
 suite's own checks on a handful of cases until one fails. The unmutated copy, loaded the same way, must pass them
 all, so a caught mutation is the edit and not the loading.
 
+``LAYOUT_MUTATIONS`` are slips in the launcher's stride handling that no case of the fixed matrix exposes: for each,
+the fixed-matrix probes must pass (that is what makes it a generated-only catch) and one of ``LAYOUT_PROBES``, the
+generated-case check on a fixed list of layouts (``checks.check_generated_case``), must fail.
+
 Some mutations can change bits on one backend only, and are skipped on the other with the reason: on CUDA, BF16
 widening by a cast is exact and the GPU's float32 arithmetic returns the canonical NaN by itself; under the
 interpreter numpy never contracts a product into an add, and the lines that call libdevice (the rounded product,
@@ -24,7 +28,7 @@ import torch
 
 from conformance import backend, checks
 from conformance.cases import Case, make_angles, make_values
-from oracle import eager as oracle_eager
+from conformance.layouts import LayoutSpec, StridedLayout
 from oracle.eager import complex_multiply
 
 SOURCE = pathlib.Path(__file__).resolve().parents[1] / "impl" / "rope_triton.py"
@@ -165,22 +169,6 @@ def _version_counter_is_bumped(case, device, module):
     assert values._version > before, f"{case.id}: the in-place op did not bump the version counter"
 
 
-def _pair_strided_angles(case, device, module):
-    """The forward with angles read every other element of a table twice as wide (a view strided along pairs)."""
-    values, angles = make_values(case, device), make_angles(case, device)
-    wide = torch.zeros((*angles.shape[:-1], 2 * angles.shape[-1]), device=device)
-    wide[..., ::2] = angles
-    strided = wide[..., ::2]
-    output = module.apply_rope_triton(values, strided, case.inverse)
-    expected = oracle_eager.apply_rope(
-        values.cpu(),
-        checks.kernel_frequencies_of(strided, module).cpu(),
-        inverse=case.inverse,
-        contraction=checks.contraction_of(device, module),
-    )
-    checks.assert_bits(None, "pair-strided-angles", case, device, output.cpu(), expected, values=values.cpu())
-
-
 def _non_uniform_eager_path_is_refused(case, device, module):
     def multiply(values, factors):  # the H200's variant, but the other one for partial blocks
         factors = factors.resolve_conj().expand(values.shape)
@@ -224,7 +212,6 @@ PROBES = [
     (checks.gradient_is_conjugate_rotation, Case("fp32", "query", "contiguous", False, "normal", small=True)),
     (checks.in_place_matches, Case("bf16", "query", "channel-strided", True, "normal", small=True)),
     (_version_counter_is_bumped, Case("fp32", "batch3", "transposed", False, "normal")),
-    (_pair_strided_angles, Case("bf16", "batch3", "transposed", True, "normal", per_batch_angles=True)),
     (
         _forced_variant("second/none", checks.forward_matches_oracle),
         Case("fp32", "query", "contiguous", False, "normal", small=True),
@@ -232,6 +219,80 @@ PROBES = [
     (_non_uniform_eager_path_is_refused, Case("fp32", "query", "contiguous", False, "normal", small=True)),
     (_kernel_cos_sin_equal_polar, Case("fp32", "query", "contiguous", False, "normal", small=True)),
 ]
+
+
+# == Layout mutations: RE-TARGET when impl/rope_triton.py changes =====================================================
+# Each entry models a slip in the launcher's handling of strides that only a generated layout exposes (its comment says
+# which slip, so it can be re-targeted to a new kernel text; docs/conformance.md has the table). Each must keep every
+# read inside the tensors LAYOUT_PROBES hand it (a mutant reading out of bounds could kill the process or, on a GPU,
+# the CUDA context), which is why the probes' storages have room beyond their views.
+LAYOUT_MUTATIONS = {
+    # A size-1 dimension's stride used as if it addressed something: with a sequence of one position, the batch
+    # stride taken from the sequence's, right only when x[:, t:t+1] is a tensor of its own. (The slip of issue 12: a
+    # decoding step sliced from a longer buffer, one angle row per sequence.)
+    "batch-stride-from-a-size1-sequence": (
+        "return tensor.stride(0), tensor.stride(1), tensor.stride(2) if four_d else 0, tensor.stride(-1)",
+        "return tensor.stride(0) if tensor.shape[1] > 1 else tensor.stride(1), tensor.stride(1), "
+        "tensor.stride(2) if four_d else 0, tensor.stride(-1)",
+    ),
+    # A zero channel stride taken for contiguous channels: an expanded upstream gradient (what output.sum() sends
+    # back) read as if its row held C different values.
+    "zero-channel-stride-read-as-contiguous": (
+        "return tensor.stride(0), tensor.stride(1), tensor.stride(2) if four_d else 0, tensor.stride(-1)",
+        "return tensor.stride(0), tensor.stride(1), tensor.stride(2) if four_d else 0, tensor.stride(-1) or 1",
+    ),
+    # An expanded (stride-0) batch taken for a canonical one: values expanded over the batch read S rows further on
+    # for each batch.
+    "expanded-batch-read-as-canonical": (
+        "return tensor.stride(0), tensor.stride(1), tensor.stride(2) if four_d else 0, tensor.stride(-1)",
+        "return tensor.stride(0) or tensor.shape[1] * tensor.stride(1), tensor.stride(1), "
+        "tensor.stride(2) if four_d else 0, tensor.stride(-1)",
+    ),
+    # The frequencies assumed to be laid out as a contiguous tensor of their shape: angles stored in another order
+    # ([S, B, P] storage viewed as [B, S, P]) or sliced with a step are read in the wrong places.
+    "frequencies-assumed-contiguous": (
+        "zip(frequencies.shape[:3], frequencies.stride()[:3], strict=True)",
+        "zip(frequencies.shape[:3], frequencies.contiguous().stride()[:3], strict=True)",
+    ),
+}
+
+
+def _probe(dtype_name: str, inverse: bool, values: torch.Tensor, angles: torch.Tensor, gradient=None) -> LayoutSpec:
+    """A generated-case spec with the layouts of these (empty) views; the gradient contiguous unless given."""
+    return LayoutSpec(
+        dtype_name=dtype_name,
+        inverse=inverse,
+        regime="normal",
+        values=StridedLayout.of(values),
+        angles=StridedLayout.of(angles),
+        gradient=StridedLayout.of(gradient) if gradient is not None else StridedLayout.contiguous(tuple(values.shape)),
+        seed=12,
+    )
+
+
+def _buffer(*shape: int) -> torch.Tensor:
+    """An uninitialized tensor whose views give the probes their layouts (only its layout is used)."""
+    return torch.empty(shape)
+
+
+# The layouts of DeepSeek V4.1's calls that the fixed matrix lacks, independent of the kernel's text.
+LAYOUT_PROBES = {
+    "one-token-step-of-a-longer-sequence-angles-per-sequence": _probe(
+        "bf16", False, _buffer(3, 5, 64)[:, 2:3], _buffer(3, 1, 32)
+    ),
+    "gradient-of-output-sum": _probe(
+        "fp32", False, _buffer(2, 3, 2, 16), _buffer(1, 3, 8), gradient=_buffer(64)[0].expand(2, 3, 2, 16)
+    ),
+    "values-expanded-over-the-batch-angles-per-batch": _probe(
+        "fp16", True, _buffer(3, 4, 2, 16)[:1].expand(3, 4, 2, 16), _buffer(3, 4, 8)
+    ),
+    "angles-stored-sequence-major": _probe("fp32", True, _buffer(2, 4, 24), _buffer(4, 2, 6).transpose(0, 1)),
+    "sequence-slice-angles-broadcast-over-the-sequence": _probe(
+        "bf16", True, _buffer(2, 9, 3, 12)[:, 2:7], _buffer(2, 1, 6)
+    ),
+    "angles-strided-along-pairs": _probe("bf16", True, _buffer(3, 7, 2, 96), _buffer(3, 7, 32)[..., ::2]),
+    "compressed-angles-sliced-with-a-step": _probe("fp16", False, _buffer(2, 4, 40)[..., 8:], _buffer(12, 16)[::3, :8]),
+}
 
 
 def _load(source: str, directory: pathlib.Path, name: str):
@@ -258,19 +319,42 @@ def _first_failure(module, device) -> str | None:
     return None
 
 
+def _first_layout_failure(module, device) -> str | None:
+    for name, spec in LAYOUT_PROBES.items():
+        try:
+            checks.check_generated_case(spec, device, module)
+        except AssertionError as failure:
+            return f"check_generated_case[{name}]: {str(failure)[:200]}"
+    return None
+
+
+def _mutant(mutations: dict[str, tuple[str, str]], mutation: str, directory: pathlib.Path):
+    original, mutated = mutations[mutation]
+    source = SOURCE.read_text()
+    assert source.count(original) == 1, f"mutation {mutation!r} no longer applies to {SOURCE.name}: update it"
+    return _load(source.replace(original, mutated), directory, f"rope_mutant_{mutation.replace('-', '_')}")
+
+
 def test_unmutated_copy_passes_every_probe(rope, device, tmp_path):
     module = _load(SOURCE.read_text(), tmp_path, "rope_unmutated")
     assert _first_failure(module, device) is None
+    assert _first_layout_failure(module, device) is None
 
 
 @pytest.mark.parametrize("mutation", list(MUTATIONS))
 def test_mutation_is_caught(rope, device, tmp_path, mutation):
-    original, mutated = MUTATIONS[mutation]
-    source = SOURCE.read_text()
-    assert source.count(original) == 1, f"mutation {mutation!r} no longer applies to {SOURCE.name}: update it"
+    module = _mutant(MUTATIONS, mutation, tmp_path)
     other_backend = "cuda" if backend.name() == "interpreter" else "interpreter"
     if mutation in BACKEND_ONLY[other_backend]:
         pytest.skip(BACKEND_ONLY[other_backend][mutation])
-    module = _load(source.replace(original, mutated), tmp_path, f"rope_mutant_{mutation.replace('-', '_')}")
-    caught = _first_failure(module, device)
+    caught = _first_failure(module, device) or _first_layout_failure(module, device)
     assert caught is not None, f"mutation {mutation!r} passed every probe: the suite would not gate it"
+
+
+@pytest.mark.parametrize("mutation", list(LAYOUT_MUTATIONS))
+def test_layout_mutation_is_caught_only_by_a_generated_layout(rope, device, tmp_path, mutation):
+    module = _mutant(LAYOUT_MUTATIONS, mutation, tmp_path)
+    caught = _first_failure(module, device)
+    assert caught is None, f"the fixed-matrix probes catch {mutation!r}, so it belongs in MUTATIONS: {caught}"
+    caught = _first_layout_failure(module, device)
+    assert caught is not None, f"mutation {mutation!r} passed every generated-layout probe: the suite would not gate it"

@@ -235,3 +235,23 @@ def test_a_single_device_baseline_gates_every_device(
     output = capsys.readouterr().out
     assert "REGRESSION [NVIDIA B200] test_split.py::test_case[3]::fused-vs-eager" in output
     assert "baseline " in output and "1 regressed, 0 new, 0 missing" in output
+
+
+def test_a_shard_that_does_not_run_its_recorded_group_stops(split_project: pytest.Pytester) -> None:
+    # A plugin that drops a test after pytest-split chose the group: the shard could no longer be proven complete.
+    split_project.makeconftest(
+        """
+        import pytest
+
+        pytest_plugins = ["conformance.plugin"]
+
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_collection_modifyitems(items):
+            yield
+            items.pop()
+        """
+    )
+    result = split_project.runpytest("--splits", "2", "--group", "1", "--ulp-report", "out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*this shard runs * tests that are not group 1 of the split recorded*"])

@@ -1,5 +1,5 @@
-"""A slice of the real conformance suite run as three CI shards (`.ci/shard`, pytest-split over the committed
-durations) merges into the report of the unsplit run; dropping or repeating a shard fails the merge, naming the group
+"""A slice of the real conformance suite run as three shards (pytest-split over the committed durations, as `.ci/shard`
+runs them) merges into the report of the unsplit run; dropping or repeating a shard fails the merge, naming the group
 and how many tests it should have held."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,15 +16,14 @@ from conformance import merge
 from conformance.report import COMPLETENESS, SHARD, Report, verdict_status
 
 REPO = Path(__file__).resolve().parents[1]
-# Small and fast under the interpreter: the bad-input checks and the BF16 window-KV forward bits (36 tests).
+# Small and fast under the interpreter: the bad-input checks and the BF16 window-KV forward bits (36 tests), gated by
+# the interpreter's baseline as ./run gates them.
+PYTEST = [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "conformance"]
 SLICE = [
-    "-n",
-    "0",
-    "-q",
-    "-p",
-    "no:cacheprovider",
     "-k",
     "test_bad_input or (test_forward_bits and window-kv and bf16)",
+    "--ulp-baseline",
+    "baselines/ulp-drift-interpreter.json",
 ]
 
 
@@ -32,15 +32,16 @@ OUTER = ("GITHUB_STEP_SUMMARY", "DSV41_ROPE_IMPL", "DSV41_REPORT", "PYTEST_CURRE
 
 
 def run_slice(root: Path) -> None:
-    """Runs the slice whole (`./run conformance`) and as the three shards of `.ci/shard`, all at once."""
+    """Runs the slice whole and as three shards, all at once."""
     env = {key: value for key, value in os.environ.items() if key not in OUTER and not key.startswith("PYTEST_XDIST")}
-    commands = {
-        "whole": (["./run", "conformance", *SLICE], {**env, "DSV41_REPORT": str(root / "whole")}),
-        **{f"shard{g}": ([".ci/shard", str(g), "3", str(root / f"shard{g}"), *SLICE], env) for g in (1, 2, 3)},
-    }
+    commands = {"whole": [*PYTEST, *SLICE, "--ulp-report", str(root / "whole")]}
+    for g in (1, 2, 3):
+        out = root / f"shard{g}"
+        split = ["--splits", "3", "--group", str(g), "--junitxml", str(out / "junit.xml")]
+        commands[f"shard{g}"] = [*PYTEST, *SLICE, *split, "--ulp-report", str(out)]
     running = {
-        name: subprocess.Popen(command, cwd=REPO, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        for name, (command, environment) in commands.items()
+        name: subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for name, command in commands.items()
     }
     for name, process in running.items():
         output, _ = process.communicate(timeout=300)

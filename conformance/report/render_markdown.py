@@ -183,7 +183,10 @@ def _histogram_section(report: Report, groups: Sequence[GroupSummary], png: str)
     with_histograms = [g for g in groups if g.histogram]
     if with_histograms:
         bins = shown_bins(with_histograms)
-        headers = ("dtype / backend / comparison", *bin_labels(report.histogram_edges, bins))
+        group_header = (
+            "device / dtype / backend / comparison" if groups[0].device_name else "dtype / backend / comparison"
+        )
+        headers = (group_header, *bin_labels(report.histogram_edges, bins))
         rows = [[g.label, *map(str, g.histogram[:bins])] for g in with_histograms]
         lines += markdown_table(headers, rows, range(1, bins + 1))
         lines.append("")

@@ -5,7 +5,8 @@ Registered from the root conftest with `pytest_plugins = ["conformance.plugin"]`
 report directory (`--ulp-report`), a baseline gate (`--ulp-baseline`) and a new baseline (`--ulp-save-baseline`).
 Under pytest-xdist each worker hands its records to the controller through `config.workeroutput`, as pytest-cov does,
 so a distributed run reports exactly what a serial one does. Code running in the session (a fixture, a hook) adds
-run-level metadata to the report with `add_run_metadata`. Data model, comparison and rendering live in the
+run-level metadata to the report with `add_run_metadata`. The report records which tests the run selected and, under
+pytest-split, which group it ran (`conformance.selection`). Data model, comparison and rendering live in the
 `conformance.report` package.
 """
 
@@ -22,6 +23,8 @@ import pytest
 from conformance.provenance import run_metadata
 from conformance.report import (
     FROM_TESTS,
+    SELECTION,
+    SHARD,
     BaselineComparison,
     CaseRecord,
     Report,
@@ -41,6 +44,7 @@ from conformance.report import (
     verdict_status,
     write_report,
 )
+from conformance.selection import RECORDER_PLUGIN, SelectionRecorder, register_recorder
 
 # Key of this plugin's data in an xdist worker's `workeroutput`.
 WORKEROUTPUT_KEY = "dsv41_ulp_drift"
@@ -98,6 +102,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Unregisters the session object (pytester runs many configs in one process)."""
     session = config.stash.get(_SESSION, None)
     if session is not None:
+        recorder = session.selection_recorder
+        if recorder is not None and config.pluginmanager.get_plugin(RECORDER_PLUGIN) is recorder:
+            config.pluginmanager.unregister(recorder)
         config.pluginmanager.unregister(session)
         del config.stash[_SESSION]
 
@@ -180,6 +187,10 @@ class UlpDriftSession:
         # Metadata added in this process (and, on the controller, streamed by workers), and what a worker last sent.
         self.added_metadata: dict[str, Any] = {}
         self._metadata_sent: dict[str, Any] = {}
+        # The selection and shard this process collected (registered at session start), and those a worker sent.
+        self.selection_recorder: SelectionRecorder | None = None
+        self._selection: dict[str, Any] = {}
+        self._selection_sent = False
         self.report: Report | None = None
         self.unfinished = 0
         self._finished_tests: set[str] = set()
@@ -197,6 +208,13 @@ class UlpDriftSession:
     def _path_option(self, name: str) -> Path | None:
         value = self.config.getoption(name)
         return None if value is None else Path(self.config.invocation_params.dir, value)
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Registers the selection recorder, placed among the plugins so that it sees the unsplit selection."""
+        self.selection_recorder = register_recorder(self.config)
+
+    def _own_selection(self) -> dict[str, Any]:
+        return self.selection_recorder.metadata() if self.selection_recorder is not None else {}
 
     # -- recording -----------------------------------------------------------------------------------------------------
 
@@ -239,6 +257,9 @@ class UlpDriftSession:
         if not self.is_worker or call.when != "teardown":
             return
         report = made.get_result()
+        if not self._selection_sent:
+            report.ulp_drift_selection = self._own_selection()
+            self._selection_sent = True
         metadata = encode_non_finite(self.added_metadata)
         if metadata != self._metadata_sent:
             report.ulp_drift_metadata = self._metadata_sent = metadata
@@ -251,7 +272,8 @@ class UlpDriftSession:
         report.ulp_drift_histogram_edges = self.histogram_edges
 
     def _take_streamed(self, report: pytest.TestReport) -> None:
-        """On the controller: keeps the records and run metadata a worker attached to a teardown report."""
+        """On the controller: keeps the records, selection and run metadata a worker attached to a teardown report."""
+        self._take_selection(getattr(report, "ulp_drift_selection", None), report.nodeid)
         metadata = getattr(report, "ulp_drift_metadata", None)
         if metadata:
             self.added_metadata = merge_added([self.added_metadata, decode_non_finite(metadata)])
@@ -261,6 +283,18 @@ class UlpDriftSession:
         for data in getattr(report, "ulp_drift_records", None) or ():
             record = CaseRecord.from_json(data)
             self._local[record.key] = record
+
+    def _take_selection(self, selection: Mapping[str, Any] | None, source: str) -> None:
+        """On the controller: keeps the selection a worker collected; every worker collects the same one."""
+        selection = {key: value for key, value in (selection or {}).items() if key in (SELECTION, SHARD)}
+        if not selection:
+            return
+        if not self._selection:
+            self._selection = selection
+        elif selection != self._selection:
+            self.errors.append(
+                f"xdist workers recorded different selections ({source}): {selection} vs {self._selection}"
+            )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Tracks each test's outcome over its phases; a failure in any phase sticks."""
@@ -277,7 +311,9 @@ class UlpDriftSession:
         """Returns this process's records, finishing any whose test never reached teardown (interrupted)."""
         for nodeid in list(self._pending):
             self._finish(nodeid)
-        metadata = {FROM_TESTS: self.added_metadata} if self.added_metadata else {}
+        metadata: dict[str, Any] = self._own_selection()
+        if self.added_metadata:
+            metadata[FROM_TESTS] = self.added_metadata
         return Report(cases=dict(self._local), metadata=metadata, histogram_edges=self.histogram_edges)
 
     # -- xdist ---------------------------------------------------------------------------------------------------------
@@ -298,6 +334,7 @@ class UlpDriftSession:
             self._silent_workers[worker] = str(err)
             return
         self._silent_workers.pop(worker, None)
+        self._take_selection(self._worker_reports[worker].metadata, f"xdist worker {worker}")
 
     # -- end of run ----------------------------------------------------------------------------------------------------
 
@@ -318,6 +355,8 @@ class UlpDriftSession:
             self.errors.append(str(error))
             self._fail(session)
             return
+        if self.errors:
+            self._fail(session)
         if self.baseline is not None:
             self.comparison = compare_to_baseline(
                 self.report,
@@ -345,7 +384,8 @@ class UlpDriftSession:
             sources=["controller", *workers],
         )
         command = shlex.join(["pytest", *self.config.invocation_params.args])
-        merged.metadata = {**run_metadata(command, self.config.rootpath), **merged.metadata}
+        selection = self._own_selection() or self._selection
+        merged.metadata = {**run_metadata(command, self.config.rootpath), **selection, **merged.metadata}
         if self.unfinished:
             merged.metadata["interrupted"] = True
             if self.unfinished > 0:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device-tool call on the H200: calibration, the full conformance suite with its report and baseline,
-# compute-sanitizer memcheck, benchmarks and the launch sweep, each under its own time limit.
+# compute-sanitizer memcheck, benchmarks and the launch sweep, the suite as merged shards and its wall time against the
+# number of xdist workers, each under its own time limit.
 # Usage (repository root, on the GPU machine):
-#   bash scripts/h200_session.sh OUT_DIR [calibration|suite|sanitize|bench|sweep|contraction ...]
+#   bash scripts/h200_session.sh OUT_DIR [calibration|suite|sanitize|bench|sweep|contraction|shards|workers ...]
 # The image has torch, triton, pytest, pytest-xdist, hypothesis and mpmath; wheels in .whl (scripts/fetch_gpu_wheels.sh)
 # are installed first when present. Everything lands flat in OUT_DIR (the device tool brings back at most 8 files).
 set -uo pipefail
@@ -51,6 +52,39 @@ PY
                tail -12 "$out/sweep.log" ;;
         contraction) python3 -m scripts.eager_contraction_probe --out "$scratch" > "$out/contraction.log" 2>&1 || status=1
                      grep -E "model_misses\": [1-9]|SUMMARY" "$out/contraction.log" | head -30 ;;
+        # The full suite as 4 pytest-split shards, one after the other (8 workers each, each stopped by SIGINT at its
+        # share of SHARDS_SECONDS), merged with the completeness check and gated by the CUDA baseline, then compared
+        # with the unsplit report of the suite step ($out/ulp-drift-cuda.json) when that step ran first.
+        shards) per=$(( ${SHARDS_SECONDS:-200} / 4 )); reports=()
+                for group in 1 2 3 4; do
+                    DSV41_REPORT="$scratch/shard$group" timeout -s INT "$per" ./run conformance -q -p no:cacheprovider \
+                        --splits 4 --group "$group" > "$scratch/shard$group.log" 2>&1
+                    echo "shard $group (exit $?): $(grep -E "passed|failed" "$scratch/shard$group.log" | tail -1)" \
+                        >> "$out/shards.log"
+                    if [ -f "$scratch/shard$group/ulp-drift.json" ]; then reports+=("$scratch/shard$group/ulp-drift.json"); fi
+                done
+                timeout 60 python3 -m conformance.merge "$scratch/merged" "${reports[@]}" --expect-splits 4 \
+                    --baseline baselines/ulp-drift-cuda.json >> "$out/shards.log" 2>&1 || status=1
+                python3 - "$scratch/merged/ulp-drift.json" "$out/ulp-drift-cuda.json" >> "$out/shards.log" 2>&1 <<'PY'
+import json, sys
+from pathlib import Path
+merged, whole = (Path(p) for p in sys.argv[1:3])
+if not merged.exists() or not whole.exists():
+    sys.exit(f"unsplit comparison: no {merged if not merged.exists() else whole} (run the suite step first)")
+merged, whole = (json.loads(p.read_text())["cases"] for p in (merged, whole))
+same = lambda a, b: {k: v for k, v in a.items() if k != "device"} == {k: v for k, v in b.items() if k != "device"}
+differ = sorted(k for k in merged.keys() & whole.keys() if not same(merged[k], whole[k]))
+print(f"unsplit comparison: {len(whole)} cases unsplit, {len(merged)} merged; {len(whole.keys() - merged.keys())} only"
+      f" unsplit, {len(merged.keys() - whole.keys())} only merged, {len(differ)} differ (device aside)")
+print("".join(f"  differs: {k}\n" for k in differ[:5]), end="")
+PY
+                grep -vE "^(mismatch:|\* =|ulp-drift written|MISSING |NEW |\.\.\. and)" "$out/shards.log" | tail -40 \
+                    | tee -a "$out/summary.txt" ;;
+        # Wall time of one group of 8 of the suite with 1, 2, 4, 8 and 16 xdist workers on one GPU, within a budget of
+        # WORKERS_SECONDS, and the full suite's time extrapolated (scripts/worker_scaling.py).
+        workers) timeout "$(( ${WORKERS_SECONDS:-150} + 30 ))" python3 -m scripts.worker_scaling --out "$scratch/workers" \
+                     --budget "${WORKERS_SECONDS:-150}" > "$out/workers.log" 2>&1 || status=1
+                 tee -a "$out/summary.txt" < "$out/workers.log" ;;
         *) echo "unknown step $step"; status=2 ;;
     esac
     echo "step $step: $(( $(date +%s) - start )) s, status so far $status" | tee -a "$out/summary.txt"

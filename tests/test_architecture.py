@@ -25,7 +25,13 @@ FORBIDDEN = {
 }
 PARTS = tuple(FORBIDDEN)
 # The report side: loaded by the xdist controller and by `python -m conformance.merge`, neither of which imports torch.
-REPORT_SIDE = ("conformance/report/", "conformance/plugin.py", "conformance/merge.py", "conformance/provenance.py")
+REPORT_SIDE = (
+    "conformance/report/",
+    "conformance/plugin.py",
+    "conformance/selection.py",
+    "conformance/merge.py",
+    "conformance/provenance.py",
+)
 NOT_WHEN_LOADED = frozenset({"torch", "triton", "numpy", "matplotlib", "oracle", "impl"})
 
 

@@ -15,6 +15,7 @@ from conformance.report import (
     Report,
     compact_devices,
     compare_cases,
+    render_markdown,
     render_terminal,
     write_report,
 )
@@ -99,4 +100,24 @@ def test_terminal_table_fits_an_eight_gpu_run() -> None:
     ]
     lines = render_terminal(Report(cases={case.key: case for case in cases}))
     assert lines[0] == "all cases: backend interpreter, devices cuda:0-7"
+    assert max(len(line) for line in lines) <= 120
+
+
+def test_devices_kept_apart_have_rows_of_their_own() -> None:
+    cases = [
+        record(device_name=name, device=f"cuda:{i}", elementwise={"max": 0.5, "histogram": [3, 1]})
+        for i, name in enumerate(("NVIDIA H200", "NVIDIA B200"))
+    ]
+    report = Report(cases={case.key: case for case in cases}, histogram_edges=[0.0, 0.5])
+    assert sorted(report.cases) == [
+        "[NVIDIA B200] t.py::test::fused-vs-truth",
+        "[NVIDIA H200] t.py::test::fused-vs-truth",
+    ]
+    markdown = render_markdown(report)
+    assert "| NVIDIA B200 | bfloat16 | triton | fused-vs-truth | 1 | 16 |" in markdown
+    assert "| device / dtype / backend / comparison | <= 0 | (0, 0.5] |" in markdown
+    assert "| NVIDIA H200 / bfloat16 / triton / fused-vs-truth | 3 | 1 |" in markdown
+    lines = render_terminal(report)
+    assert lines[0] == "all cases: backend triton"
+    assert lines[1].split()[:3] == ["device", "dtype", "comparison"] and lines[3].startswith("NVIDIA B200  bfloat16")
     assert max(len(line) for line in lines) <= 120

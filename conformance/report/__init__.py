@@ -8,6 +8,7 @@ One module per concern:
 
 - `model`: the records, the report and their strict-JSON form (schema `dsv41-rope/ulp-drift/1`).
 - `merge`: several reports (xdist workers, shards) into one.
+- `shards`: what a run records about its part of the suite, and whether a merge's shards make up whole runs.
 - `added_metadata`: run-level metadata the tests add (`conformance.plugin.add_run_metadata`) and how it merges.
 - `recording`: the `ulp_drift` fixture's recorder and the checks of what a test records.
 - `summary`: cases added up per dtype x backend x comparison; histogram bins.
@@ -25,6 +26,7 @@ from conformance.report.added_metadata import FROM_TESTS, checked_value, merge_a
 from conformance.report.baseline import BaselineComparison, CaseDelta, Change, compare_cases, compare_to_baseline
 from conformance.report.merge import merge_edges, merge_reports
 from conformance.report.model import (
+    COMPLETENESS,
     DIFFERENCE_KINDS,
     JSON_NAME,
     MARKDOWN_NAME,
@@ -47,33 +49,56 @@ from conformance.report.recording import (
     RecordKeeper,
     UlpDriftRecorder,
     checked_counts,
+    checked_device,
     oracle_histogram_edges,
     split_summary,
 )
 from conformance.report.render_markdown import render_markdown
 from conformance.report.render_text import render_terminal
+from conformance.report.shards import (
+    COMPLETE,
+    INCOMPLETE,
+    INCONSISTENT,
+    NOT_CHECKED,
+    SELECTION,
+    SHARD,
+    Completeness,
+    check_shards,
+    device_label,
+    digest,
+    selection_record,
+    shard_record,
+)
 from conformance.report.summary import GroupSummary, summarize_groups
 from conformance.report.tables import compact_devices, format_fraction, format_number, markdown_table, text_table
-from conformance.report.verdict import verdict, verdict_status
+from conformance.report.verdict import incompleteness, verdict, verdict_status
 
 __all__ = [
+    "COMPLETE",
+    "COMPLETENESS",
     "DIFFERENCE_KINDS",
     "FROM_TESTS",
+    "INCOMPLETE",
+    "INCONSISTENT",
     "JSON_NAME",
     "MARKDOWN_NAME",
     "MISMATCH",
     "NAN_BITS",
+    "NOT_CHECKED",
     "PNG_NAME",
     "PNG_NOT_REQUESTED",
     "PNG_NO_DATA",
     "PNG_NO_MATPLOTLIB",
     "PNG_WRITTEN",
     "SCHEMA",
+    "SELECTION",
+    "SHARD",
     "SIGNED_ZERO",
     "BaselineComparison",
     "CaseDelta",
     "CaseRecord",
     "Change",
+    "Completeness",
     "GroupSummary",
     "RecordKeeper",
     "Report",
@@ -82,14 +107,19 @@ __all__ = [
     "append_step_summary",
     "case_key",
     "checked_counts",
+    "check_shards",
+    "checked_device",
     "checked_value",
     "compact_devices",
     "compare_cases",
     "compare_to_baseline",
     "decode_non_finite",
+    "device_label",
+    "digest",
     "encode_non_finite",
     "format_fraction",
     "format_number",
+    "incompleteness",
     "markdown_table",
     "merge_added",
     "merge_edges",
@@ -99,6 +129,8 @@ __all__ = [
     "plain",
     "render_markdown",
     "render_terminal",
+    "selection_record",
+    "shard_record",
     "split_summary",
     "summarize_groups",
     "text_table",

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.report.model import CaseRecord, Report, summary_value
+from conformance.report.model import CaseRecord, Report, case_key, summary_value
 from conformance.report.tables import format_number
 
 
@@ -124,6 +124,9 @@ def compare_to_baseline(
 ) -> BaselineComparison:
     """Gates `report` on an accepted `baseline` case by case (see `compare_cases` for what counts as worse).
 
+    A report merged from several kinds of device keys each case by its device too; a baseline of one kind of device
+    then gates the cases of every device in the report (a merged, multi-device baseline gates each device's own).
+
     Args:
         report: this run.
         baseline: the accepted run.
@@ -132,10 +135,11 @@ def compare_to_baseline(
         ulp_tolerance: absolute slack, in ulps, on max ulp errors and bit distances.
         fraction_tolerance: absolute slack on correctly-rounded fractions.
     """
+    expected = _expected_cases(baseline, sorted({r.device_name for r in report.cases.values()}) or [""])
     regressions = []
-    for key in sorted(report.cases.keys() & baseline.cases.keys()):
+    for key in sorted(report.cases.keys() & expected.keys()):
         changes = compare_cases(
-            report.cases[key], baseline.cases[key], ulp_tolerance=ulp_tolerance, fraction_tolerance=fraction_tolerance
+            report.cases[key], expected[key], ulp_tolerance=ulp_tolerance, fraction_tolerance=fraction_tolerance
         )
         if changes:
             regressions.append(CaseDelta(key, "regression", changes))
@@ -143,9 +147,22 @@ def compare_to_baseline(
         baseline_path=baseline_path,
         baseline_metadata=baseline.metadata,
         regressions=tuple(regressions),
-        missing=tuple(sorted(baseline.cases.keys() - report.cases.keys())),
-        new=tuple(sorted(report.cases.keys() - baseline.cases.keys())),
+        missing=tuple(sorted(expected.keys() - report.cases.keys())),
+        new=tuple(sorted(report.cases.keys() - expected.keys())),
         strict=strict,
         ulp_tolerance=ulp_tolerance,
         fraction_tolerance=fraction_tolerance,
     )
+
+
+def _expected_cases(baseline: Report, device_names: list[str]) -> dict[str, CaseRecord]:
+    """The baseline's records under the keys they have in the report: a record without a device name stands for each
+    device of the report, one with a name for its own."""
+    expected: dict[str, CaseRecord] = {}
+    for key, record in baseline.cases.items():
+        if record.device_name:
+            expected[key] = record
+            continue
+        for name in device_names:
+            expected[case_key(record.nodeid, record.comparison, name)] = record
+    return expected

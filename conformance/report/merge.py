@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,7 +24,11 @@ def merge_edges(first: list[float] | None, second: list[float] | None, source: s
 
 
 def merge_reports(
-    reports: Sequence[Report], *, prefer_last: bool = False, sources: Sequence[str] | None = None
+    reports: Sequence[Report],
+    *,
+    prefer_last: bool = False,
+    sources: Sequence[str] | None = None,
+    device_names: Sequence[str] | None = None,
 ) -> Report:
     """Merges the cases of several reports (shards, xdist workers) into one, and the metadata their tests added.
 
@@ -31,6 +36,8 @@ def merge_reports(
         reports: the reports, in order.
         prefer_last: when two reports hold the same key with different content, keep the later one instead of failing.
         sources: names for the reports in error messages (paths, worker ids); defaults to their positions.
+        device_names: the kind of device of each report, to keep the cases of several kinds apart (each record gets
+            its report's `device_name`, which its key and the summary's groups include); None merges them as one.
 
     Returns:
         A report with the union of the cases and the shared histogram edges. Its metadata holds only what the tests
@@ -46,7 +53,14 @@ def merge_reports(
     origin: dict[str, str] = {}
     conflicts: list[str] = []
     added: list[Mapping[str, Any]] = []
-    for name, report in zip(names, reports, strict=True):
+    kinds = list(device_names) if device_names is not None else [""] * len(reports)
+    for name, report, kind in zip(names, reports, kinds, strict=True):
+        if kind:
+            report = Report(
+                cases={r.key: r for r in (dataclasses.replace(r, device_name=kind) for r in report.cases.values())},
+                metadata=report.metadata,
+                histogram_edges=report.histogram_edges,
+            )
         merged.histogram_edges = merge_edges(merged.histogram_edges, report.histogram_edges, name)
         if FROM_TESTS in report.metadata:
             if not isinstance(report.metadata[FROM_TESTS], Mapping):

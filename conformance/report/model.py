@@ -20,6 +20,9 @@ JSON_NAME = "ulp-drift.json"
 MARKDOWN_NAME = "ulp-drift.md"
 PNG_NAME = "ulp-drift.png"
 
+# Where a merged report says whether its shards make up the whole selection (`conformance.report.shards`).
+COMPLETENESS = "completeness"
+
 # Names of the difference kinds a comparison may list in `allowed`; other words are kept and shown but match nothing.
 MISMATCH = "mismatch"
 NAN_BITS = "nan-bits"
@@ -34,9 +37,14 @@ class ReportError(ValueError):
     """A report cannot be read, or several reports cannot be merged."""
 
 
-def case_key(nodeid: str, comparison: str) -> str:
-    """Returns the key of one record: the test's node id and the comparison label, joined by `::`."""
-    return f"{nodeid}::{comparison}"
+def case_key(nodeid: str, comparison: str, device_name: str = "") -> str:
+    """Returns the key of one record: the test's node id and the comparison label, joined by `::`.
+
+    A report merged from several kinds of device keeps each device's cases apart: their keys start with the device's
+    name in brackets, e.g. `[NVIDIA H200] conformance/test_forward_bits.py::test_forward[...]::fused-vs-eager`.
+    """
+    key = f"{nodeid}::{comparison}"
+    return f"[{device_name}] {key}" if device_name else key
 
 
 def plain(value: Any) -> Any:
@@ -105,11 +113,14 @@ class CaseRecord:
     normwise: dict[str, Any] | None = None
     allowed: str = ""
     detail: str = ""
+    # The kind of device (e.g. "NVIDIA H200"), set only when a merge keeps several kinds apart; omitted from JSON when
+    # empty, so a report of one kind of device reads as it always did.
+    device_name: str = ""
 
     @property
     def key(self) -> str:
-        """The record's key in the report: `<nodeid>::<comparison>`."""
-        return case_key(self.nodeid, self.comparison)
+        """The record's key in the report: `<nodeid>::<comparison>`, prefixed by `[device_name] ` when it has one."""
+        return case_key(self.nodeid, self.comparison, self.device_name)
 
     @property
     def allowed_kinds(self) -> frozenset[str]:
@@ -131,7 +142,10 @@ class CaseRecord:
 
     def to_json(self) -> dict[str, Any]:
         """Returns the record as strict-JSON-ready data (non-finite floats spelled as strings)."""
-        return encode_non_finite(dataclasses.asdict(self))
+        data = dataclasses.asdict(self)
+        if not data["device_name"]:
+            del data["device_name"]
+        return encode_non_finite(data)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CaseRecord:

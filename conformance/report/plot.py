@@ -33,8 +33,7 @@ def write_histogram_png(report: Report, path: str | os.PathLike[str]) -> str:
     figure = Figure(figsize=(max(6.0, 0.5 * bins + 3.0), 4.5), layout="constrained")
     axes = figure.add_subplot()
     for group in groups:
-        label = f"{group.dtype} / {group.backend} / {group.comparison}"
-        axes.stairs(group.histogram[:bins], range(bins + 1), label=label, linewidth=1.5)
+        axes.stairs(group.histogram[:bins], range(bins + 1), label=group.label, linewidth=1.5)
     axes.set_yscale("log")
     # Below one element: a bin holding one stays visible, empty bins drop off the bottom.
     axes.set_ylim(bottom=0.5)

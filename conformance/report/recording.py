@@ -46,6 +46,22 @@ def _count(name: str, value: Any) -> int:
     return count
 
 
+def checked_device(device: Any) -> str:
+    """Returns the device that ran a case as the report writes it: "cpu", or an accelerator with its index ("cuda:3").
+
+    On a host with several GPUs the index says which one ran the case (xdist worker ``gwN`` runs on GPU ``N mod k``),
+    so an accelerator without one (``torch.device("cuda")``) is refused rather than recorded ambiguously.
+
+    Raises:
+        ValueError: on an empty name, or an accelerator without an index.
+    """
+    name = str(device)
+    kind, _, index = name.partition(":")
+    if not kind or (kind != "cpu" and not index.isdigit()):
+        raise ValueError(f"device {name!r} does not say which device ran the case: record its index, e.g. cuda:3")
+    return name
+
+
 def split_summary(
     summary: Mapping[str, Any] | None, *, edges_known: bool
 ) -> tuple[dict[str, Any] | None, list[float] | None]:
@@ -136,7 +152,7 @@ class UlpDriftRecorder:
             comparison: what was compared with what, e.g. "fused-vs-eager", "fused-vs-truth", "backward-vs-eager".
             dtype: the tensor dtype, e.g. "bfloat16" (a torch.dtype is accepted and written without `torch.`).
             backend: how the kernel ran, e.g. "cuda" or "interpreter" (`conformance.backend.name()`).
-            device: where it ran, e.g. "cuda:0" or "cpu" (a torch.device is accepted).
+            device: where it ran, "cpu" or an accelerator with its index, e.g. "cuda:3" (a torch.device is accepted).
             elements: elements compared.
             mismatches: elements whose bits differ (`BitDifferences.mismatches`).
             nan_bit_differences: NaNs whose payload or sign bits differ, counted apart.
@@ -149,7 +165,8 @@ class UlpDriftRecorder:
             detail: free text shown next to the case in the report.
 
         Raises:
-            ValueError: on a comparison already recorded by this test, or on negative or impossible counts.
+            ValueError: on a comparison already recorded by this test, on negative or impossible counts, or on an
+                accelerator device without an index.
             TypeError: on a count that is not an integer or a summary that is not a dict.
         """
         counts = checked_counts(
@@ -169,7 +186,7 @@ class UlpDriftRecorder:
             outcome="unknown",
             dtype=str(dtype).removeprefix("torch."),
             backend=str(backend),
-            device=str(device),
+            device=checked_device(device),
             **counts,
             elementwise=self._keeper.take_summary(elementwise),
             normwise=self._keeper.take_summary(normwise),

@@ -8,10 +8,10 @@ from typing import Any
 
 from conformance.report.added_metadata import FROM_TESTS
 from conformance.report.baseline import BaselineComparison, CaseDelta
-from conformance.report.model import PNG_NAME, Report, encode_non_finite
+from conformance.report.model import COMPLETENESS, PNG_NAME, Report, encode_non_finite
 from conformance.report.plot import PNG_NO_DATA, PNG_NO_MATPLOTLIB, PNG_NOT_REQUESTED, PNG_WRITTEN
 from conformance.report.summary import GroupSummary, bin_labels, shown_bins, summarize_groups
-from conformance.report.tables import NUMERIC_COLUMNS, format_number, group_row, markdown_table
+from conformance.report.tables import NUMERIC_COLUMNS, format_number, group_row, markdown_table, with_device_column
 from conformance.report.verdict import verdict
 
 MARKDOWN_HEADERS = (
@@ -41,14 +41,45 @@ def render_markdown(report: Report, comparison: BaselineComparison | None = None
     """
     groups = summarize_groups(report.cases.values())
     lines = ["## ulp drift", "", f"**{verdict(report, comparison)}**", ""]
+    lines += _shard_lines(report.metadata)
     lines += _added_metadata_lines(report.metadata.get(FROM_TESTS) or {})
     lines += _groups_section(groups)
+    lines += _completeness_section(report.metadata.get(COMPLETENESS))
     if comparison is not None:
         lines += _baseline_section(comparison)
     lines += _differences_section(report)
     lines += _histogram_section(report, groups, png)
     lines += _run_section(report.metadata)
     return "\n".join(lines) + "\n"
+
+
+def _shard_lines(metadata: Mapping[str, Any]) -> list[str]:
+    """Which part of the suite a shard ran (`metadata["shard"]`, `metadata["selection"]`), one line."""
+    shard, selection = metadata.get("shard"), metadata.get("selection")
+    if not isinstance(shard, Mapping):
+        return []
+    whole = f" of the {selection['tests']} selected tests" if isinstance(selection, Mapping) else ""
+    return [
+        f"Shard: group {shard.get('group')} of {shard.get('splits')} ({shard.get('algorithm')}), "
+        f"{shard.get('tests')} tests{whole}.",
+        "",
+    ]
+
+
+def _completeness_section(completeness: Any) -> list[str]:
+    """A merged report's shards: whether they make up whole runs, what is missing, and one row per shard."""
+    if not isinstance(completeness, Mapping):
+        return []
+    lines = ["### Shards", "", f"Completeness: **{completeness.get('status')}**.", ""]
+    lines += [f"- {problem}" for problem in completeness.get("problems", [])]
+    rows = [
+        [str(row.get(column, "-")) for column in ("source", "device", "group", "tests", "cases", "status")]
+        for row in completeness.get("shards", [])
+    ]
+    if completeness.get("problems"):
+        lines.append("")
+    lines += markdown_table(("report", "device", "group", "tests", "cases", "verdict"), rows, (3, 4))
+    return [*lines, ""]
 
 
 def _added_metadata_lines(added: Mapping[str, Any]) -> list[str]:
@@ -77,7 +108,7 @@ def _groups_section(groups: Sequence[GroupSummary]) -> list[str]:
     lines = ["### By dtype, backend and comparison", ""]
     if groups:
         rows = [[*group_row(g), ", ".join(g.allowed) or "-"] for g in groups]
-        lines += markdown_table(MARKDOWN_HEADERS, rows, NUMERIC_COLUMNS)
+        lines += markdown_table(*with_device_column(MARKDOWN_HEADERS, rows, groups, NUMERIC_COLUMNS))
         lines += [
             "",
             "A bit mismatch is an element whose bit pattern differs; NaN-bit (NaN payload/sign) and signed-zero (+0 vs"
@@ -152,8 +183,11 @@ def _histogram_section(report: Report, groups: Sequence[GroupSummary], png: str)
     with_histograms = [g for g in groups if g.histogram]
     if with_histograms:
         bins = shown_bins(with_histograms)
-        headers = ("dtype / backend / comparison", *bin_labels(report.histogram_edges, bins))
-        rows = [[f"{g.dtype} / {g.backend} / {g.comparison}", *map(str, g.histogram[:bins])] for g in with_histograms]
+        group_header = (
+            "device / dtype / backend / comparison" if groups[0].device_name else "dtype / backend / comparison"
+        )
+        headers = (group_header, *bin_labels(report.histogram_edges, bins))
+        rows = [[g.label, *map(str, g.histogram[:bins])] for g in with_histograms]
         lines += markdown_table(headers, rows, range(1, bins + 1))
         lines.append("")
     return lines

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from conformance.report.baseline import BaselineComparison
-from conformance.report.model import Report
+from conformance.report.model import COMPLETENESS, Report
 from conformance.report.summary import GroupSummary, summarize_groups
-from conformance.report.tables import NUMERIC_COLUMNS, format_number, group_row, text_table
+from conformance.report.tables import NUMERIC_COLUMNS, format_number, group_row, text_table, with_device_column
 from conformance.report.verdict import verdict
 
 TERMINAL_HEADERS = (
@@ -21,6 +21,7 @@ def render_terminal(
 ) -> list[str]:
     """Returns the terminal summary lines: the group table, its legend, the baseline deltas and the verdict."""
     lines = _group_lines(summarize_groups(report.cases.values()), width)
+    lines += _completeness_lines(report.metadata.get(COMPLETENESS), width)
     if comparison is not None:
         lines += _baseline_lines(comparison, max_listed)
     lines.append(verdict(report, comparison))
@@ -44,11 +45,23 @@ def _group_lines(groups: Sequence[GroupSummary], width: int) -> list[str]:
             right = {i - 1 if i > column else i for i in right}
     if common:
         lines.append("all cases: " + ", ".join(common))
-    lines += text_table(headers, rows, right, width)
+    lines += text_table(*with_device_column(headers, rows, groups, right), width)
     lines += [
         "mismatch: elements whose bits differ; nan-bits, +-0: NaN-payload and signed-zero differences, apart;",
         "* = only differences the comparison allows; ulp/norm max: largest ulp error; cr frac: correctly rounded",
     ]
+    return lines
+
+
+def _completeness_lines(completeness: object, width: int) -> list[str]:
+    """A merged report's shards: one row each, then whether they make up whole runs and what is missing."""
+    if not isinstance(completeness, dict):
+        return []
+    columns = ("source", "device", "group", "tests", "cases", "status")
+    rows = [[str(row.get(column, "-")) for column in columns] for row in completeness.get("shards", [])]
+    lines = text_table(("shard", "device", "group", "tests", "cases", "verdict"), rows, (3, 4), width)
+    lines.append(f"shards: {completeness.get('status')}")
+    lines += [f"  {problem}" for problem in completeness.get("problems", [])]
     return lines
 
 

@@ -11,7 +11,7 @@ from conformance.report.model import DIFFERENCE_KINDS, CaseRecord, ReportError, 
 
 @dataclass(frozen=True)
 class GroupSummary:
-    """The cases of one dtype x backend x comparison, added up.
+    """The cases of one dtype x backend x comparison (of one kind of device, in a report merged from several), added up.
 
     `unexpected` counts, per kind, the differences in cases whose `allowed` does not list that kind; the
     correctly-rounded fraction is weighted by each summary's element count.
@@ -34,6 +34,13 @@ class GroupSummary:
     not_passed: int
     unexpected: Mapping[str, int]
     histogram: tuple[int, ...] | None
+    device_name: str = ""
+
+    @property
+    def label(self) -> str:
+        """The group's name in the histogram table and plot: "dtype / backend / comparison", after the device's."""
+        parts = [self.device_name] if self.device_name else []
+        return " / ".join([*parts, self.dtype, self.backend, self.comparison])
 
 
 def _max_ulp(values: Iterable[float]) -> float | None:
@@ -57,12 +64,13 @@ def _sum_histograms(histograms: Iterable[Sequence[int]]) -> tuple[int, ...] | No
 
 
 def summarize_groups(cases: Iterable[CaseRecord]) -> list[GroupSummary]:
-    """Adds up cases per dtype x backend x comparison, sorted by those three."""
-    groups: dict[tuple[str, str, str], list[CaseRecord]] = {}
+    """Adds up cases per dtype x backend x comparison, sorted by those three; in a report merged from several kinds of
+    device, per device too (the records' `device_name`), so each device's drift has its own rows."""
+    groups: dict[tuple[str, str, str, str], list[CaseRecord]] = {}
     for record in cases:
-        groups.setdefault((record.dtype, record.backend, record.comparison), []).append(record)
+        groups.setdefault((record.device_name, record.dtype, record.backend, record.comparison), []).append(record)
     summaries = []
-    for (dtype, backend, comparison), records in sorted(groups.items()):
+    for (device_name, dtype, backend, comparison), records in sorted(groups.items()):
         weighted = [
             (float(r.elementwise["correctly_rounded_fraction"]), int(r.elementwise.get("count", r.elements)))
             for r in records
@@ -94,6 +102,7 @@ def summarize_groups(cases: Iterable[CaseRecord]) -> list[GroupSummary]:
                 histogram=_sum_histograms(
                     r.elementwise["histogram"] for r in records if r.elementwise and r.elementwise.get("histogram")
                 ),
+                device_name=device_name,
             )
         )
     return summaries

@@ -59,6 +59,26 @@ def group_row(group: GroupSummary) -> list[str]:
     ]
 
 
+def with_device_column(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], groups: Sequence[GroupSummary], right: Iterable[int]
+) -> tuple[list[str], list[list[str]], set[int]]:
+    """Puts a first column "device" (the kind of device of each group) before a group table, when the report was
+    merged from several kinds of device; otherwise returns the table as it is.
+
+    Args:
+        headers, rows: the table, one row per group, in the order of `groups`.
+        groups: the groups of the rows.
+        right: the right-aligned columns, which move one to the right with the new column.
+    """
+    if not any(group.device_name for group in groups):
+        return list(headers), [list(row) for row in rows], set(right)
+    return (
+        ["device", *headers],
+        [[group.device_name, *row] for group, row in zip(groups, rows, strict=True)],
+        {i + 1 for i in right},
+    )
+
+
 def compact_devices(devices: Iterable[str]) -> str:
     """Writes device names compactly: ("cpu", "cuda:0", "cuda:1", "cuda:2", "cuda:5") -> "cpu,cuda:0-2,5"."""
     indices: dict[str, list[int]] = {}

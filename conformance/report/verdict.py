@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 from conformance.report.baseline import BaselineComparison
-from conformance.report.model import Report
+from conformance.report.model import COMPLETENESS, Report
+
+
+def incompleteness(report: Report) -> list[str]:
+    """Returns why a merged report does not stand for whole runs (missing or repeated groups, interrupted or
+    inconsistent shards), as its merge recorded; empty for a complete merge and for a single run."""
+    completeness = report.metadata.get(COMPLETENESS)
+    if not isinstance(completeness, dict) or completeness.get("status") not in ("incomplete", "inconsistent"):
+        return []
+    return [str(problem) for problem in completeness.get("problems", [])] or [str(completeness["status"])]
 
 
 def verdict_status(report: Report, comparison: BaselineComparison | None = None) -> str:
-    """Returns FAIL when the baseline gate fails, INCOMPLETE for an interrupted run, NO DATA when nothing was recorded,
-    WARN on differences no comparison allows or on tests that did not pass, PASS otherwise."""
+    """Returns FAIL when the baseline gate fails, INCOMPLETE for an interrupted run or a merge of shards that do not
+    make up whole runs, NO DATA when nothing was recorded, WARN on differences no comparison allows or on tests that
+    did not pass, PASS otherwise."""
     if comparison is not None and comparison.failed:
         return "FAIL"
-    if report.metadata.get("interrupted"):
+    if report.metadata.get("interrupted") or incompleteness(report):
         return "INCOMPLETE"
     if not report.cases:
         return "NO DATA"
@@ -42,6 +52,10 @@ def verdict(report: Report, comparison: BaselineComparison | None = None) -> str
         text += f", {not_passed} from tests not passed"
     if report.metadata.get("interrupted"):
         text += f"; run interrupted, {report.metadata.get('tests_not_run', 'some')} tests not run"
+    problems = incompleteness(report)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        text += f"; shards {report.metadata[COMPLETENESS]['status']}: {problems[0]}{more}"
     if comparison is None:
         baseline = "no baseline"
     else:

@@ -1,0 +1,119 @@
+"""N GPUs on one host: xdist worker ``gwN`` runs on GPU ``N mod k`` (`conformance.backend`), and every case in the
+report names the GPU that ran it, through xdist and through the shard merger. The GPUs are faked: no CUDA is needed."""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from conformance import backend, merge
+from conformance.report import checked_device
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch: pytest.MonkeyPatch):
+    """Returns a function that makes this process see `count` CUDA devices, compiled (not interpreted) kernels."""
+
+    def fake(count: int) -> None:
+        monkeypatch.setenv("TRITON_INTERPRET", "0")
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+
+    return fake
+
+
+@pytest.mark.parametrize(
+    ("gpus", "worker", "expected"),
+    [(4, "gw0", "cuda:0"), (4, "gw3", "cuda:3"), (4, "gw5", "cuda:1"), (3, "gw7", "cuda:1"), (1, "gw15", "cuda:0")],
+)
+def test_worker_n_runs_on_gpu_n_mod_k(
+    fake_gpus, monkeypatch: pytest.MonkeyPatch, gpus: int, worker: str, expected: str
+) -> None:
+    fake_gpus(gpus)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+    assert backend.name() == "cuda"
+    assert str(backend.device()) == expected
+
+
+def test_eight_workers_a_gpu_fill_every_gpu_evenly(fake_gpus, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_gpus(8)
+    per_gpu = collections.Counter()
+    for worker in range(64):  # ./run's -n for 8 GPUs: 8 workers a GPU
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{worker}")
+        per_gpu[str(backend.device())] += 1
+    assert per_gpu == {f"cuda:{gpu}": 8 for gpu in range(8)}
+
+
+def test_without_xdist_or_with_the_interpreter(fake_gpus, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_gpus(4)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    assert str(backend.device()) == "cuda:0"
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw3")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert backend.name() == "interpreter" and str(backend.device()) == "cpu"
+
+
+def test_a_case_names_the_device_that_ran_it() -> None:
+    assert checked_device(torch.device("cuda", 3)) == "cuda:3"
+    assert checked_device("cpu") == "cpu"
+    for ambiguous in ("cuda", torch.device("cuda"), ""):
+        with pytest.raises(ValueError, match="record its index"):
+            checked_device(ambiguous)
+
+
+# Tests that record where the backend puts them, and which worker ran them, on two faked GPUs.
+FAKE_GPU_CONFTEST = """
+import torch
+
+torch.cuda.is_available = lambda: True
+torch.cuda.device_count = lambda: 2
+
+pytest_plugins = ["conformance.plugin"]
+"""
+DEVICE_TESTS = """
+import os
+
+import pytest
+
+from conformance import backend
+
+
+@pytest.mark.parametrize("n", range(12))
+def test_case(ulp_drift, n):
+    ulp_drift.record(comparison="fused-vs-eager", dtype="float32", backend=backend.name(), device=backend.device(),
+                     elements=8, mismatches=0, detail=os.environ.get("PYTEST_XDIST_WORKER", "serial"))
+"""
+
+
+def test_reports_and_merges_keep_the_gpu_of_each_case(
+    report_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    # When this test itself runs on an xdist worker, the serial inner run must not inherit the worker's name.
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    report_project.makeconftest(FAKE_GPU_CONFTEST)
+    report_project.makepyfile(test_devices=DEVICE_TESTS)
+    for group, workers in ((1, ["-n", "3"]), (2, ["-p", "no:xdist"])):
+        result = report_project.runpytest_subprocess(
+            *workers, "--splits", "2", "--group", str(group), "--ulp-report", f"s{group}"
+        )
+        assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    shards = [str(report_project.path / f"s{group}" / "ulp-drift.json") for group in (1, 2)]
+    xdist = json.loads(Path(shards[0]).read_text(encoding="utf-8"))["cases"]
+    for case in xdist.values():
+        assert case["device"] == f"cuda:{int(case['detail'].removeprefix('gw')) % 2}"
+    assert {case["device"] for case in xdist.values()} == {"cuda:0", "cuda:1"}
+    serial = json.loads(Path(shards[1]).read_text(encoding="utf-8"))["cases"]
+    assert {case["device"] for case in serial.values()} == {"cuda:0"}
+
+    capsys.readouterr()
+    assert merge.main([str(report_project.path / "merged"), *shards]) == merge.EXIT_MERGED
+    merged = json.loads((report_project.path / "merged" / "ulp-drift.json").read_text(encoding="utf-8"))["cases"]
+    assert merged == {**xdist, **serial} and len(merged) == 12
+    assert "cuda:0-1" in capsys.readouterr().out  # the devices column

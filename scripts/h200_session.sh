@@ -52,13 +52,14 @@ PY
                tail -12 "$out/sweep.log" ;;
         contraction) python3 -m scripts.eager_contraction_probe --out "$scratch" > "$out/contraction.log" 2>&1 || status=1
                      grep -E "model_misses\": [1-9]|SUMMARY" "$out/contraction.log" | head -30 ;;
-        # The full suite as 4 pytest-split shards, one after the other (8 workers each, each stopped by SIGINT at its
-        # share of SHARDS_SECONDS), merged with the completeness check and gated by the CUDA baseline, then compared
-        # with the unsplit report of the suite step ($out/ulp-drift-cuda.json) when that step ran first.
+        # The full suite (or the selection SHARDS_ARGS names, e.g. "-k forward_bits") as 4 pytest-split shards, one
+        # after the other (8 workers each, each stopped by SIGINT at its share of SHARDS_SECONDS), merged with the
+        # completeness check and gated by the CUDA baseline, then compared with the unsplit report of the suite step
+        # ($out/ulp-drift-cuda.json) when that step ran first.
         shards) per=$(( ${SHARDS_SECONDS:-200} / 4 )); reports=()
                 for group in 1 2 3 4; do
                     DSV41_REPORT="$scratch/shard$group" timeout -s INT "$per" ./run conformance -q -p no:cacheprovider \
-                        --splits 4 --group "$group" > "$scratch/shard$group.log" 2>&1
+                        --splits 4 --group "$group" ${SHARDS_ARGS:-} > "$scratch/shard$group.log" 2>&1
                     echo "shard $group (exit $?): $(grep -E "passed|failed" "$scratch/shard$group.log" | tail -1)" \
                         >> "$out/shards.log"
                     if [ -f "$scratch/shard$group/ulp-drift.json" ]; then reports+=("$scratch/shard$group/ulp-drift.json"); fi

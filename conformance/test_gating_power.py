@@ -172,7 +172,7 @@ def _pair_strided_angles(case, device, module):
         values.cpu(),
         checks.kernel_frequencies_of(strided, module).cpu(),
         inverse=case.inverse,
-        contraction=checks.contraction_of(device, module),
+        contraction=checks.contraction_of(device),
     )
     checks.assert_bits(None, "pair-strided-angles", case, device, output.cpu(), expected, values=values.cpu())
 

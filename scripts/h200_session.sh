@@ -2,7 +2,7 @@
 # One device-tool call on the H200: calibration, the full conformance suite with its report and baseline,
 # compute-sanitizer memcheck, benchmarks and the launch sweep, each under its own time limit.
 # Usage (repository root, on the GPU machine):
-#   bash scripts/h200_session.sh OUT_DIR [calibration|suite|sanitize|bench|sweep|contraction|parity ...]
+#   bash scripts/h200_session.sh OUT_DIR [calibration|suite|sanitize|bench|sweep|contraction|parity|impls ...]
 # The image has torch, triton, pytest, pytest-xdist, hypothesis and mpmath; wheels in .whl (scripts/fetch_gpu_wheels.sh)
 # are installed first when present. Everything lands flat in OUT_DIR (the device tool brings back at most 8 files).
 set -uo pipefail
@@ -53,6 +53,16 @@ PY
                      grep -E "model_misses\": [1-9]|SUMMARY" "$out/contraction.log" | head -30 ;;
         parity) python3 scripts/gpu_parity.py --out "$scratch" > "$out/parity.log" 2>&1 || status=1
                 grep -E "SUMMARY" "$out/parity.log" ;;
+        # The suite judging implementations it did not write. The eager reference itself, the whole suite on 8
+        # workers without a baseline (the accepted one holds the project kernel's numbers), must pass; then each
+        # wrong implementation (conformance/judged/wrong.py), on a slice, must fail: its verdict and failed comparisons.
+        impls) timeout -s INT "${IMPLS_SECONDS:-130}" python3 -m pytest -n 8 conformance -q -p no:cacheprovider -rfE                    --tb=line --rope-impl impl.rope_triton:_apply_rope_torch --ulp-report "$scratch/impls"                    > "$out/impls-eager.log" 2>&1 || status=1
+               cp "$scratch/impls/ulp-drift.md" "$out/impls-eager-ulp-drift.md" 2>/dev/null
+               grep -E "^(FAILED|ERROR)" "$out/impls-eager.log" | cut -c1-300 | head -20 | tee -a "$out/summary.txt"
+               grep -E "passed|failed|verdict" "$out/impls-eager.log" | tail -3 | tee -a "$out/summary.txt"
+               timeout "${IMPLS_WRONG_SECONDS:-70}" python3 -m conformance.judged.run --timeout 60 \
+                   > "$out/impls-wrong.log" 2>&1 || status=1
+               cut -c1-240 "$out/impls-wrong.log" | tee -a "$out/summary.txt" ;;
         *) echo "unknown step $step"; status=2 ;;
     esac
     echo "step $step: $(( $(date +%s) - start )) s, status so far $status" | tee -a "$out/summary.txt"

@@ -43,8 +43,8 @@ def impl_under_test(request: pytest.FixtureRequest, device: torch.device) -> Imp
 
     The report's metadata records it (``implementation under test``: functions, source, SHA-256, claims) and, per
     device, the contraction variant the oracle emulates there: the project kernel's calibration (``kernel
-    calibration``, with its frequency source) when the project's kernel is judged, the device's (``device
-    calibration``) otherwise."""
+    calibration``, with its frequency source) when the project's kernel is judged, the device's (``oracle
+    contraction``) otherwise."""
     implementation = implementation_under_test(request.config)
     if implementation.kernel is not None and not implementation.kernel.HAVE_TRITON:
         pytest.skip("triton is not installed: the fused kernel cannot run")
@@ -57,7 +57,7 @@ def impl_under_test(request: pytest.FixtureRequest, device: torch.device) -> Imp
         settings = implementation.kernel.settings(device)
         add_run_metadata(request.config, "kernel calibration", {where: settings.describe()})
     else:
-        add_run_metadata(request.config, "device calibration", {where: checks.describe_contraction(device)})
+        add_run_metadata(request.config, "oracle contraction", {where: checks.describe_contraction(device)})
     return implementation
 
 

@@ -47,6 +47,8 @@ WRONG = {
     name: f"conformance.judged.wrong:{name}"
     for name in ("rotates_leading_channels", "product_in_bf16", "backward_without_conjugate", "canonical_nan_copies")
 }
+# The exit status an outcome reports when the run was killed at its time limit (as timeout(1) reports it).
+TIMED_OUT = 124
 # An outer run's state that must not leak into the judged run: its xdist worker id, options, CI page.
 _OUTER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS", "GITHUB_STEP_SUMMARY")
 
@@ -57,7 +59,7 @@ class Outcome:
 
     Attributes:
         implementation: ``MODULE[:FUNCTION]`` as judged.
-        exit_status: pytest's exit status (0 passed, 1 tests failed, 4 usage error, ...).
+        exit_status: pytest's exit status (0 passed, 1 tests failed, 4 usage error, ...), or :data:`TIMED_OUT`.
         tests: each test's node id (as the junit XML gives it) and its outcome: "passed", "failed", "skipped" or
             "error".
         failures: each failed (or erroring) test's node id and the first line of its failure, which names the case
@@ -108,7 +110,7 @@ def judge(
         python: the interpreter (another environment's, for an installed suite).
         env: the environment; when None, this process's less an outer pytest run's own variables, with this suite
             importable (``PYTHONPATH``).
-        timeout: seconds before the run is killed.
+        timeout: seconds before the run is killed (the outcome then has no tests and :data:`TIMED_OUT`).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     junit = workdir / "junit.xml"
@@ -117,10 +119,17 @@ def judge(
     if env is None:
         env = {key: value for key, value in os.environ.items() if key not in _OUTER_VARIABLES}
         env["PYTHONPATH"] = os.pathsep.join([str(SUITE.parent), *filter(None, [env.get("PYTHONPATH")])])
-    done = subprocess.run(command, cwd=workdir, env=dict(env), capture_output=True, text=True, timeout=timeout)
-    output = done.stdout + done.stderr
+    try:
+        done = subprocess.run(command, cwd=workdir, env=dict(env), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as expired:
+        output = _text(expired.stdout) + _text(expired.stderr) + f"\n(killed after {timeout:g} s)"
+        return Outcome(implementation, TIMED_OUT, {}, {}, output)
     tests, failures = _read_junit(junit) if junit.is_file() else ({}, {})
-    return Outcome(implementation, done.returncode, tests, failures, output)
+    return Outcome(implementation, done.returncode, tests, failures, done.stdout + done.stderr)
+
+
+def _text(output: str | bytes | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
 def _read_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:

@@ -33,7 +33,7 @@ from conformance.provenance import kernel_sha256
 PROJECT_MODULE = "impl.rope_triton"
 PROJECT_FUNCTION = "apply_rope_triton"
 PROJECT_IN_PLACE_FUNCTION = "apply_rope_triton_"
-# What the kernel-specific suites need of the project's kernel, in words for their skip reasons.
+# Behaviour beyond the eager contract that an implementation may claim, and what each claim means (for skip reasons).
 CLAIMS = {
     "compile": "torch.compile(fullgraph=True) gives eager-mode bits",
     "cuda-graphs": "CUDA-graph replay gives the direct call's bits",

@@ -34,6 +34,12 @@ pytest_plugins = ["conformance.plugin"]
 IMPL_VARIABLE = "DSV41_ROPE_IMPL"
 IN_PLACE_VARIABLE = "DSV41_ROPE_IMPL_IN_PLACE"
 CLAIMS_VARIABLE = "DSV41_ROPE_IMPL_CLAIMS"
+# Each option, in the order Selection takes them, and the variable that stands in for it.
+_VARIABLES = {
+    "--rope-impl": IMPL_VARIABLE,
+    "--rope-impl-in-place": IN_PLACE_VARIABLE,
+    "--rope-impl-claims": CLAIMS_VARIABLE,
+}
 
 _SELECTION = pytest.StashKey["Selection"]()
 
@@ -45,6 +51,8 @@ class Selection:
     forward: str | None
     in_place: str | None
     claims: str | None
+    # The environment variables that named what no option did.
+    from_environment: tuple[str, ...] = ()
     _loaded: Implementation | None = None
 
     @property
@@ -108,11 +116,15 @@ def pytest_configure(config: pytest.Config) -> None:
     # The interpreter evaluates kernels with numpy, which warns on IEEE events the special-value cases produce on
     # purpose (inf * 0, overflow to inf when narrowing); the GPU raises no such warnings.
     config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning:triton.runtime.interpreter")
-    selection = Selection(
-        forward=_given(config, "--rope-impl", IMPL_VARIABLE),
-        in_place=_given(config, "--rope-impl-in-place", IN_PLACE_VARIABLE),
-        claims=_given(config, "--rope-impl-claims", CLAIMS_VARIABLE),
-    )
+    given = {option: config.getoption(option) for option in _VARIABLES}
+    from_environment = {
+        option: os.environ[variable]
+        for option, variable in _VARIABLES.items()
+        if given[option] is None and os.environ.get(variable)
+    }
+    given.update(from_environment)
+    named_by = tuple(f"${_VARIABLES[option]}" for option in from_environment)
+    selection = Selection(*given.values(), from_environment=named_by)
     config.stash[_SELECTION] = selection
     if selection.explicit:
         from conformance import backend
@@ -121,14 +133,8 @@ def pytest_configure(config: pytest.Config) -> None:
         try:
             selection.load()
         except ImplementationError as error:
-            raise pytest.UsageError(str(error)) from error
-
-
-def _given(config: pytest.Config, option: str, variable: str) -> str | None:
-    value = config.getoption(option)
-    if value is None:
-        value = os.environ.get(variable) or None
-    return value
+            named_by = f" (named by {', '.join(selection.from_environment)})" if selection.from_environment else ""
+            raise pytest.UsageError(f"{error}{named_by}") from error
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -98,6 +98,7 @@ def test_the_environment_names_the_implementation_when_the_option_does_not(suite
     result = suite.runpytest_inprocess(*PLUGIN, str(SUITE / "test_forward_bits.py"))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "their.kernel_from_the_environment" in result.stderr.str()
+    assert "(named by $DSV41_ROPE_IMPL)" in result.stderr.str()
 
 
 # One test of each kind another implementation does not answer to, and one it does.

@@ -1,30 +1,24 @@
-"""Root conftest: choose the kernel backend before anything defines a Triton kernel, and load the report plugin.
+"""Root conftest: choose the kernel backend before anything defines a Triton kernel, and load the suite's plugins.
 
 Triton decides between compiling and interpreting when a ``@triton.jit`` function is defined, so this file sets
-``TRITON_INTERPRET=1`` on machines without a CUDA device before any test module imports ``impl``. Set
-``TRITON_INTERPRET=1`` yourself to run the interpreter on a GPU machine. Under pytest-xdist each worker process runs
-this file too, and worker ``gwN`` uses GPU ``N mod k``.
+``TRITON_INTERPRET=1`` on machines without a CUDA device (``conformance.backend.choose``) before any test module
+imports ``impl``. Set ``TRITON_INTERPRET=1`` yourself to run the interpreter on a GPU machine. Under pytest-xdist each
+worker process runs this file too (``conformance/conftest.py`` pins worker ``gwN`` to GPU ``N mod k``).
+
+``conformance.pytest_plugin`` (the implementation under test, ``--rope-impl``) loads the ulp-drift report plugin. An
+installed distribution registers it as a pytest11 entry point of the same name, which this line then finds loaded; a
+checkout run without installing (a GPU runner's) loads it from here.
 """
 
 from __future__ import annotations
 
-import os
-
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+from conformance import backend
 
-from conformance import backend  # noqa: E402  (reads TRITON_INTERPRET, which must be set first)
+backend.choose()
 
-pytest_plugins = ["conformance.plugin"]
-
-
-def pytest_configure(config) -> None:
-    """Pin this worker to its GPU so that kernels launch where its tensors live."""
-    current = backend.device()
-    if current.type == "cuda":
-        torch.cuda.set_device(current)
+pytest_plugins = ["conformance.pytest_plugin"]
 
 
 def pytest_report_header(config) -> list[str]:

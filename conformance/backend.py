@@ -1,7 +1,9 @@
 """Where the kernel runs in this test session: a CUDA device, or Triton's interpreter on the CPU.
 
-The root conftest decides before anything imports Triton: with no CUDA device it sets ``TRITON_INTERPRET=1`` (unless
-the caller set it), so the same kernel source runs on CPU tensors. Under xdist, worker ``gwN`` uses GPU ``N mod k``.
+:func:`choose` decides before anything defines a Triton kernel: with no CUDA device it sets ``TRITON_INTERPRET=1``
+(unless the caller set it), so the same kernel source runs on CPU tensors. The root conftest of a checkout, the
+suite's own conftest (an installed suite has no root conftest) and the implementation-selection plugin, before it
+imports the implementation named on the command line, all call it. Under xdist, worker ``gwN`` uses GPU ``N mod k``.
 """
 
 from __future__ import annotations
@@ -10,6 +12,15 @@ import functools
 import os
 
 import torch
+
+
+def choose() -> None:
+    """Run Triton kernels in the interpreter when there is no CUDA device (unless ``TRITON_INTERPRET`` is set).
+
+    Triton reads ``TRITON_INTERPRET`` when a ``@triton.jit`` function is defined, so this must run before any module
+    that defines a kernel is imported; calling it again changes nothing."""
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def interpreted() -> bool:

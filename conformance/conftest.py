@@ -1,5 +1,9 @@
-"""Fixtures of the conformance suites: the device this worker runs on and the kernel module under test; and the
-hypothesis profiles of the generated-layout tests."""
+"""Fixtures of the conformance suites: the device this worker runs on, the implementation under test, and the project
+kernel's module for the suites of its internals; and the hypothesis profiles of the generated-layout tests.
+
+An installed suite has no root conftest, so this file chooses the backend too (``TRITON_INTERPRET=1`` without a CUDA
+device), before any test module imports a kernel, and pins each xdist worker to its GPU.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,21 @@ import torch
 from hypothesis import HealthCheck, Phase, settings
 
 from conformance import backend
-from conformance.plugin import add_run_metadata
+
+backend.choose()
+
+from conformance import checks  # noqa: E402  (imports the kernel: the backend must be chosen first)
+from conformance.implementation import PROJECT_MODULE, Implementation  # noqa: E402
+from conformance.plugin import add_run_metadata  # noqa: E402
+from conformance.pytest_plugin import implementation_under_test  # noqa: E402
+from conformance.report import IMPLEMENTATION  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Pin this worker to its GPU so that kernels launch where its tensors live."""
+    current = backend.device()
+    if current.type == "cuda":
+        torch.cuda.set_device(current)
 
 # Hypothesis profiles for conformance/test_generated_layouts.py, chosen with `--hypothesis-profile NAME`
 # (docs/conformance.md). Examples per shard (12 shards: dtype x rank x direction); no deadline and no timing health
@@ -49,22 +67,48 @@ def device() -> torch.device:
 
 
 @pytest.fixture(scope="session")
-def rope(request: pytest.FixtureRequest, device: torch.device) -> types.ModuleType:
-    """``impl.rope_triton``, once the backend can run it bit-exactly; otherwise the test is skipped, saying why.
+def impl_under_test(request: pytest.FixtureRequest, device: torch.device) -> Implementation:
+    """The implementation the session judges (``--rope-impl``), once the backend can judge it bit-exactly; otherwise
+    the test is skipped, saying why.
 
-    The report's metadata records, per device, how the kernel reproduces that device's eager path: the calibrated
-    contraction variant and frequency source (``kernel calibration``)."""
-    from impl import rope_triton
-
-    if not rope_triton.HAVE_TRITON:
+    The report's metadata records it (``implementation under test``: functions, source, SHA-256, claims) and, per
+    device, the contraction variant the oracle emulates there: the project kernel's calibration (``kernel
+    calibration``, with its frequency source) when the project's kernel is judged, the device's (``oracle
+    contraction``) otherwise."""
+    implementation = implementation_under_test(request.config)
+    if implementation.kernel is not None and not implementation.kernel.HAVE_TRITON:
         pytest.skip("triton is not installed: the fused kernel cannot run")
     problem = backend.interpreter_fma_problem()
     if problem:
         pytest.skip(problem)
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else backend.name()
-    settings = rope_triton.settings(device)
-    add_run_metadata(request.config, "kernel calibration", {f"{device} ({where})": settings.describe()})
-    return rope_triton
+    add_run_metadata(request.config, IMPLEMENTATION, implementation.describe())
+    where = f"{device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else backend.name()})"
+    if implementation.kernel is not None:
+        settings = implementation.kernel.settings(device)
+        add_run_metadata(request.config, "kernel calibration", {where: settings.describe()})
+    else:
+        add_run_metadata(request.config, "oracle contraction", {where: checks.describe_contraction(device)})
+    return implementation
+
+
+@pytest.fixture(scope="session")
+def rope(impl_under_test: Implementation) -> types.ModuleType:
+    """``impl.rope_triton``, for the suites of the project kernel's internals (dispatch, calibration, contraction
+    variants, its own cos/sin, gating mutations); skipped, saying why, when another implementation is judged."""
+    if impl_under_test.kernel is None:
+        pytest.skip(f"checks the project kernel's internals ({PROJECT_MODULE}); {impl_under_test.name} is judged")
+    return impl_under_test.kernel
+
+
+@pytest.fixture(scope="session")
+def in_place_impl(impl_under_test: Implementation) -> Implementation:
+    """The implementation under test, when an in-place function of it is judged; skipped, saying why, otherwise."""
+    if impl_under_test.in_place_function is None:
+        pytest.skip(
+            f"no in-place function is judged for {impl_under_test.name}: name one with --rope-impl-in-place "
+            "MODULE:FUNCTION"
+        )
+    return impl_under_test
 
 
 @pytest.fixture(scope="session")

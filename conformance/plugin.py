@@ -38,6 +38,7 @@ from conformance.report import (
     merge_added,
     merge_edges,
     merge_reports,
+    portable_nodeid,
     render_markdown,
     render_terminal,
     split_summary,
@@ -146,9 +147,10 @@ def add_run_metadata(config: pytest.Config, key: str, value: Any) -> None:
 def ulp_drift(request: pytest.FixtureRequest) -> UlpDriftRecorder:
     """Records the ulp-drift of the comparisons the test makes; see `UlpDriftRecorder.record`."""
     callspec = getattr(request.node, "callspec", None)
+    session = request.config.stash[_SESSION]
     return UlpDriftRecorder(
-        request.config.stash[_SESSION],
-        nodeid=request.node.nodeid,
+        session,
+        nodeid=session.report_nodeid(request.node),
         case_id=callspec.id if callspec is not None else "",
         # junit XML readers see each comparison's mismatch count too, without parsing the ulp-drift report.
         properties=request.node.user_properties,
@@ -180,6 +182,8 @@ class UlpDriftSession:
         self.requested = any(p is not None for p in (self.report_dir, self.baseline_path, self.save_baseline_path))
         self.histogram_edges: list[float] | None = None
         self._pending: dict[str, list[CaseRecord]] = {}
+        # The node id each test's records carry (`portable_nodeid`), back to pytest's own.
+        self._pytest_nodeids: dict[str, str] = {}
         self._outcomes: dict[str, str] = {}
         self._local: dict[str, CaseRecord] = {}
         self._worker_reports: dict[str, Report] = {}
@@ -231,6 +235,12 @@ class UlpDriftSession:
             raise ValueError(f"run metadata needs a non-empty string key, got {key!r}")
         self.added_metadata = merge_added([self.added_metadata, {key: checked_value(value)}])
 
+    def report_nodeid(self, item: pytest.Item) -> str:
+        """Returns the node id the test's records carry: the same in a checkout and in an installed suite."""
+        nodeid = portable_nodeid(item.nodeid, getattr(item, "path", None))
+        self._pytest_nodeids[nodeid] = item.nodeid
+        return nodeid
+
     def add(self, record: CaseRecord) -> None:
         """Keeps a record until its test's outcome is known.
 
@@ -238,7 +248,7 @@ class UlpDriftSession:
             ValueError: when this run of the test already recorded the comparison. A test run again (a rerun plugin)
                 replaces its earlier records instead.
         """
-        pending = self._pending.setdefault(record.nodeid, [])
+        pending = self._pending.setdefault(self._pytest_nodeids.get(record.nodeid, record.nodeid), [])
         if any(r.key == record.key for r in pending):
             raise ValueError(f"comparison {record.comparison!r} already recorded for {record.nodeid}")
         pending.append(record)

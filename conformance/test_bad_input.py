@@ -1,10 +1,18 @@
 """Bad input: every input the eager path rejects (or handles only by accident of slicing) gets a clear
-``TypeError``/``ValueError`` that names the shapes, dtypes or devices involved, and nothing is written in place."""
+``TypeError``/``ValueError`` from the project's kernel that names the shapes, dtypes or devices involved, and nothing
+is written in place.
+
+The words of those messages are the project kernel's own contract. Another implementation must raise some exception
+for every input the eager path itself rejects (all but ``ACCEPTED_BY_EAGER``, which a test below checks against the
+eager reference), and must never write its inputs.
+"""
 
 from __future__ import annotations
 
 import pytest
 import torch
+
+from conformance import checks
 
 
 def _values(shape=(1, 4, 2, 16), dtype=torch.bfloat16):
@@ -31,36 +39,65 @@ BAD_INPUTS = [
     ("inverse-not-bool", _values(), _angles(), 1, TypeError, ["inverse", "int"]),
     ("values-not-tensor", [[1.0]], _angles(), False, TypeError, ["list"]),
 ]
+# The rows the eager path computes something for, by accident of slicing (2-D values, integer values, inverse=1).
+ACCEPTED_BY_EAGER = {"values-2d", "integer-values", "inverse-not-bool"}
+BAD_INPUT_PARAMS = [pytest.param(*row[1:], row[0] not in ACCEPTED_BY_EAGER, id=row[0]) for row in BAD_INPUTS]
+BAD_INPUT_NAMES = ("values", "angles", "inverse", "error", "words", "eager_rejects")
 
 
-@pytest.mark.parametrize(
-    ("values", "angles", "inverse", "error", "words"),
-    [pytest.param(*row[1:], id=row[0]) for row in BAD_INPUTS],
-)
-def test_rejected_with_a_clear_error(rope, values, angles, inverse, error, words):
-    before = [t.clone() for t in (values, angles) if isinstance(t, torch.Tensor)]
-    with pytest.raises(error) as raised:
-        rope.apply_rope_triton(values, angles, inverse)
-    message = str(raised.value)
-    for word in words:
-        assert word in message, f"{word!r} not in {message!r}"
-    after = [t for t in (values, angles) if isinstance(t, torch.Tensor)]
-    for old, new in zip(before, after, strict=True):
-        assert torch.equal(old.reshape(-1).view(torch.uint8), new.reshape(-1).view(torch.uint8))
+def _bits_of(*inputs) -> list[torch.Tensor]:
+    return [t.detach().clone().reshape(-1).view(torch.uint8) for t in inputs if isinstance(t, torch.Tensor)]
 
 
-def test_devices_must_match(rope):
+def _raised_by(function, *args) -> Exception | None:
+    try:
+        function(*args)
+    except Exception as error:  # any exception: only the project kernel's types and words are specified
+        return error
+    return None
+
+
+@pytest.mark.parametrize(BAD_INPUT_NAMES, BAD_INPUT_PARAMS)
+def test_rejected_with_a_clear_error(impl_under_test, values, angles, inverse, error, words, eager_rejects):
+    before = _bits_of(values, angles)
+    if impl_under_test.is_project_kernel:
+        with pytest.raises(error) as raised:
+            impl_under_test.forward(values, angles, inverse)
+        message = str(raised.value)
+        for word in words:
+            assert word in message, f"{word!r} not in {message!r}"
+    else:
+        raised = _raised_by(impl_under_test.forward, values, angles, inverse)
+        assert raised is not None or not eager_rejects, f"{impl_under_test.name} accepted an input eager rejects"
+    for old, new in zip(before, _bits_of(values, angles), strict=True):
+        assert torch.equal(old, new), f"{impl_under_test.name} wrote an input"
+
+
+@pytest.mark.parametrize(BAD_INPUT_NAMES, BAD_INPUT_PARAMS)
+def test_eager_path_rejects_the_inputs_said_to(values, angles, inverse, error, words, eager_rejects):
+    """What another implementation must reject is what the eager reference rejects: ``ACCEPTED_BY_EAGER`` is true."""
+    raised = _raised_by(checks.eager_reference, values, angles, inverse)
+    assert (raised is not None) == eager_rejects, f"eager {'accepted' if raised is None else 'rejected'} it: {raised}"
+
+
+def test_devices_must_match(impl_under_test):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device to put the two inputs on different devices")
-    with pytest.raises(ValueError, match="one device"):
-        rope.apply_rope_triton(_values().cuda(), _angles())
+    if impl_under_test.is_project_kernel:
+        with pytest.raises(ValueError, match="one device"):
+            impl_under_test.forward(_values().cuda(), _angles())
+    else:
+        raised = _raised_by(impl_under_test.forward, _values().cuda(), _angles(), False)
+        assert raised is not None, (
+            f"{impl_under_test.name} took values on a GPU and angles on the CPU, as eager does not"
+        )
 
 
 @pytest.mark.parametrize("label", ["values-require-grad", "plain"])
-def test_valid_call_does_not_write_inputs(rope, device, label):
+def test_valid_call_does_not_write_inputs(impl_under_test, device, label):
     values = _values().to(device).requires_grad_(label == "values-require-grad")
     angles = _angles().to(device)
     values_before, angles_before = values.detach().clone(), angles.clone()
-    rope.apply_rope_triton(values, angles, True)
+    impl_under_test.forward(values, angles, True)
     assert torch.equal(values.detach().view(torch.int16), values_before.view(torch.int16))
     assert torch.equal(angles.view(torch.int32), angles_before.view(torch.int32))

@@ -19,5 +19,5 @@ COPY_CASES = [
 
 
 @pytest.mark.parametrize("case", COPY_CASES)
-def test_copied_channels_are_bit_copies(case, device, rope, ulp_drift):
-    checks.copied_channels_are_copies(case, device, rope, ulp_drift)
+def test_copied_channels_are_bit_copies(case, device, impl_under_test, ulp_drift):
+    checks.copied_channels_are_copies(case, device, impl_under_test, ulp_drift)

@@ -12,5 +12,5 @@ from conformance.cases import FINITE_REGIMES, case_params
 
 
 @pytest.mark.parametrize("case", case_params(FINITE_REGIMES))
-def test_normwise_error_within_bound(case, device, rope, ulp_drift):
-    checks.error_within_bound(case, device, rope, ulp_drift)
+def test_normwise_error_within_bound(case, device, impl_under_test, ulp_drift):
+    checks.error_within_bound(case, device, impl_under_test, ulp_drift)

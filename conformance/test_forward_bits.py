@@ -1,4 +1,4 @@
-"""Forward and inverse bits: the fused kernel equals the eager CUDA path bit for bit.
+"""Forward and inverse bits: the implementation under test equals the eager CUDA path bit for bit.
 
 On every backend it equals the oracle's CPU reproduction of CUDA eager (fed the device's own cos/sin); on a GPU it
 also equals PyTorch's eager path itself, every element, and the oracle is proven against that eager path, forward and
@@ -12,14 +12,14 @@ from conformance.cases import case_params
 
 
 @pytest.mark.parametrize("case", case_params())
-def test_fused_equals_oracle(case, device, rope, ulp_drift):
-    checks.forward_matches_oracle(case, device, rope, ulp_drift)
+def test_fused_equals_oracle(case, device, impl_under_test, ulp_drift):
+    checks.forward_matches_oracle(case, device, impl_under_test, ulp_drift)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", case_params())
-def test_fused_equals_torch_eager(case, gpu, rope, ulp_drift):
-    checks.forward_matches_eager(case, gpu, rope, ulp_drift)
+def test_fused_equals_torch_eager(case, gpu, impl_under_test, ulp_drift):
+    checks.forward_matches_eager(case, gpu, impl_under_test, ulp_drift)
 
 
 @pytest.mark.gpu

@@ -1,7 +1,7 @@
 """The generated-case check fails on the faults it is there to find, and passes the kernel: wrong bits (with the
 code that rebuilds the inputs in the message), inputs written, and for the in-place op, writes around the view, an
-overlapping view written instead of refused, a new tensor returned. The in-place side runs on an in-place op made
-from the out-of-place one, until the kernel has its own (test_generated_layouts.py then runs it)."""
+overlapping view written instead of refused, a new tensor returned. The in-place faults are made from an in-place op
+built on the out-of-place one; test_generated_layouts.py runs the kernel's own."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conformance import checks
+from conformance.implementation import FunctionName, Implementation
 from conformance.layouts import LayoutSpec, StridedLayout
 
 
@@ -36,10 +37,16 @@ class _Recorder:
         self.comparisons.append(comparison)
 
 
-def _with(rope: types.ModuleType, **operations) -> types.SimpleNamespace:
-    """The kernel module's operations, some of them replaced."""
-    kept = {"apply_rope_triton": rope.apply_rope_triton, "_apply_rope_torch": rope._apply_rope_torch}
-    return types.SimpleNamespace(**{**kept, **operations})
+def _with(rope: types.ModuleType, **operations) -> Implementation:
+    """An implementation to judge: the kernel's out-of-place function and no in-place one, either replaced."""
+    forward = operations.get("apply_rope_triton", rope.apply_rope_triton)
+    in_place = operations.get("apply_rope_triton_")
+    return Implementation(
+        FunctionName("fake", "apply_rope_triton"),
+        forward,
+        FunctionName("fake", "apply_rope_triton_") if in_place else None,
+        in_place,
+    )
 
 
 def _in_place_by_copy(rope: types.ModuleType):

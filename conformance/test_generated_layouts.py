@@ -4,8 +4,9 @@ Hypothesis draws whole cases (``conformance.strategies``): values of rank 3 or 4
 start and step on every dimension, permuted storage, size-1 dimensions with any stride, expanded batch or heads,
 storage offsets), angle tables ``[P]``, ``[S or 1, P]`` or ``[B or 1, S or 1, P]`` in any view, non-contiguous and
 expanded upstream gradients, every dtype, direction and value regime. Each case must match the oracle (and eager
-PyTorch on a GPU) forward and backward, and leave its inputs untouched; the in-place op, once the kernel has it, must
-give the same bits in place. A failure shrinks to a minimal layout and prints the code that rebuilds it.
+PyTorch on a GPU) forward and backward, and leave its inputs untouched; the in-place op must give the same bits in
+place. They judge the implementation under test (``--rope-impl``), and its in-place function where one is named. A
+failure shrinks to a minimal layout and prints the code that rebuilds it.
 
 Profiles (``--hypothesis-profile``, registered in ``conformance/conftest.py``): ``ci`` by default, ``gpu`` and
 ``thorough`` for more examples; see docs/conformance.md.
@@ -18,14 +19,14 @@ from conformance.generated import run_shard, shard_params
 
 
 @pytest.mark.parametrize("shard", shard_params())
-def test_out_of_place_op_matches_eager_on_generated_layouts(shard, device, rope, ulp_drift):
-    run_shard(shard, lambda spec, drift: checks.check_generated_case(spec, device, rope, drift), ulp_drift)
+def test_out_of_place_op_matches_eager_on_generated_layouts(shard, device, impl_under_test, ulp_drift):
+    run_shard(shard, lambda spec, drift: checks.check_generated_case(spec, device, impl_under_test, drift), ulp_drift)
 
 
 @pytest.mark.parametrize("shard", shard_params())
-def test_in_place_op_matches_eager_on_generated_layouts(shard, device, rope, ulp_drift):
-    if not hasattr(rope, "apply_rope_triton_"):
-        pytest.skip("the kernel has no in-place op apply_rope_triton_ yet")
+def test_in_place_op_matches_eager_on_generated_layouts(shard, device, in_place_impl, ulp_drift):
     run_shard(
-        shard, lambda spec, drift: checks.check_generated_case(spec, device, rope, drift, in_place=True), ulp_drift
+        shard,
+        lambda spec, drift: checks.check_generated_case(spec, device, in_place_impl, drift, in_place=True),
+        ulp_drift,
     )

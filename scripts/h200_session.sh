@@ -3,7 +3,7 @@
 # compute-sanitizer memcheck, benchmarks and the launch sweep, the suite as merged shards and its wall time against the
 # number of xdist workers, each under its own time limit.
 # Usage (repository root, on the GPU machine):
-#   bash scripts/h200_session.sh OUT_DIR [calibration|suite|sanitize|bench|sweep|contraction|shards|workers ...]
+#   bash scripts/h200_session.sh OUT_DIR [calibration|suite|sanitize|bench|sweep|contraction|shards|workers|impls ...]
 # The image has torch, triton, pytest, pytest-xdist, hypothesis and mpmath; wheels in .whl (scripts/fetch_gpu_wheels.sh)
 # are installed first when present. Everything lands flat in OUT_DIR (the device tool brings back at most 8 files).
 set -uo pipefail
@@ -86,6 +86,19 @@ PY
         workers) timeout "$(( ${WORKERS_SECONDS:-150} + 30 ))" python3 -m scripts.worker_scaling --out "$scratch/workers" \
                      --budget "${WORKERS_SECONDS:-150}" > "$out/workers.log" 2>&1 || status=1
                  tee -a "$out/summary.txt" < "$out/workers.log" ;;
+        # The suite judging implementations it did not write. The eager reference itself, the whole suite (or the
+        # selection IMPLS_ARGS names) on 8 workers without a baseline (the accepted one holds the project kernel's
+        # numbers), must pass; then each wrong implementation (conformance/judged/wrong.py), on a slice, must fail:
+        # its verdict and failed comparisons.
+        impls) timeout -s INT "${IMPLS_SECONDS:-130}" python3 -m pytest -n 8 conformance -q -p no:cacheprovider -rfE \
+                   --tb=line --rope-impl impl.rope_triton:_apply_rope_torch --ulp-report "$scratch/impls" ${IMPLS_ARGS:-} \
+                   > "$out/impls-eager.log" 2>&1 || status=1
+               cp "$scratch/impls/ulp-drift.md" "$out/impls-eager-ulp-drift.md" 2>/dev/null
+               grep -E "^(FAILED|ERROR)" "$out/impls-eager.log" | cut -c1-300 | head -20 | tee -a "$out/summary.txt"
+               grep -E "passed|failed|verdict" "$out/impls-eager.log" | tail -3 | tee -a "$out/summary.txt"
+               timeout "${IMPLS_WRONG_SECONDS:-70}" python3 -m conformance.judged.run --timeout 60 \
+                   > "$out/impls-wrong.log" 2>&1 || status=1
+               cut -c1-240 "$out/impls-wrong.log" | tee -a "$out/summary.txt" ;;
         *) echo "unknown step $step"; status=2 ;;
     esac
     echo "step $step: $(( $(date +%s) - start )) s, status so far $status" | tee -a "$out/summary.txt"

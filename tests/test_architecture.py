@@ -24,13 +24,17 @@ FORBIDDEN = {
     "scripts": frozenset({"tests"}),
 }
 PARTS = tuple(FORBIDDEN)
-# The report side: loaded by the xdist controller and by `python -m conformance.merge`, neither of which imports torch.
+# The report side: loaded by the xdist controller and by `python -m conformance.merge`, neither of which imports torch;
+# and the suite's pytest entry point with what it loads, which an installed suite's environment loads in every session.
 REPORT_SIDE = (
     "conformance/report/",
     "conformance/plugin.py",
     "conformance/selection.py",
     "conformance/merge.py",
     "conformance/provenance.py",
+    "conformance/pytest_plugin.py",
+    "conformance/implementation.py",
+    "conformance/accepted.py",
 )
 NOT_WHEN_LOADED = frozenset({"torch", "triton", "numpy", "matplotlib", "oracle", "impl"})
 

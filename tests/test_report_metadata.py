@@ -97,8 +97,10 @@ def test_add_run_metadata_checks_its_arguments(pytester: pytest.Pytester) -> Non
         add_run_metadata(config, "variant", object())
     with pytest.raises(TypeError, match="a set is not"):
         add_run_metadata(config, "devices", {"cuda:0"})
+    # An installed suite's entry point loads the plugin in every session; blocked, it is not active.
+    without_plugin = pytester.parseconfigure("-p", "no:conformance.pytest_plugin")
     with pytest.raises(RuntimeError, match="plugin is not active"):
-        add_run_metadata(pytester.parseconfigure(), "variant", "first/first")
+        add_run_metadata(without_plugin, "variant", "first/first")
 
 
 def test_added_metadata_merges_the_same_in_any_order_and_grouping() -> None:

@@ -22,7 +22,7 @@ One module per concern:
 The names below are the package's interface; import them from here.
 """
 
-from conformance.report.added_metadata import FROM_TESTS, checked_value, merge_added, merge_values
+from conformance.report.added_metadata import FROM_TESTS, IMPLEMENTATION, checked_value, merge_added, merge_values
 from conformance.report.baseline import BaselineComparison, CaseDelta, Change, compare_cases, compare_to_baseline
 from conformance.report.merge import merge_edges, merge_reports
 from conformance.report.model import (
@@ -42,6 +42,7 @@ from conformance.report.model import (
     decode_non_finite,
     encode_non_finite,
     plain,
+    portable_nodeid,
 )
 from conformance.report.output import append_step_summary, write_report
 from conformance.report.plot import PNG_NO_DATA, PNG_NO_MATPLOTLIB, PNG_NOT_REQUESTED, PNG_WRITTEN, write_histogram_png
@@ -80,6 +81,7 @@ __all__ = [
     "FROM_TESTS",
     "INCOMPLETE",
     "INCONSISTENT",
+    "IMPLEMENTATION",
     "JSON_NAME",
     "MARKDOWN_NAME",
     "MISMATCH",
@@ -127,6 +129,7 @@ __all__ = [
     "merge_values",
     "oracle_histogram_edges",
     "plain",
+    "portable_nodeid",
     "render_markdown",
     "render_terminal",
     "selection_record",

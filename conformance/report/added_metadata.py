@@ -20,6 +20,9 @@ from conformance.report.model import encode_non_finite, plain
 
 # Where the added metadata lives in a report: ``metadata["from_tests"][key]``.
 FROM_TESTS = "from_tests"
+# The key under which the suite records the implementation it judged (``conformance/conftest.py``); reports of
+# different implementations do not merge (`conformance.report.merge`).
+IMPLEMENTATION = "implementation under test"
 
 
 def checked_value(value: Any) -> Any:

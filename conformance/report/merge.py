@@ -1,12 +1,18 @@
-"""Merging ulp-drift reports: the records of xdist workers or of shards run on several machines, into one report."""
+"""Merging ulp-drift reports: the records of xdist workers or of shards run on several machines, into one report.
+
+Reports that judged different implementations (``metadata["from_tests"]["implementation under test"]``: another
+function or another source digest) never merge: their cases share keys and would mix in one table. Merge each
+implementation's shards apart; a report that names none (the self-tests, an older report) merges with any.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from conformance.report.added_metadata import FROM_TESTS, merge_added
+from conformance.report.added_metadata import FROM_TESTS, IMPLEMENTATION, merge_added
 from conformance.report.model import Report, ReportError, encode_non_finite
 
 
@@ -45,10 +51,11 @@ def merge_reports(
         some; the rest of the metadata (provenance, the command) is the caller's.
 
     Raises:
-        ReportError: on conflicting duplicate keys (unless `prefer_last`), on different histogram edges, or on added
-            metadata that is not a dict.
+        ReportError: on reports of different implementations, on conflicting duplicate keys (unless `prefer_last`), on
+            different histogram edges, or on added metadata that is not a dict.
     """
     names = list(sources) if sources is not None else [f"report #{i + 1}" for i in range(len(reports))]
+    check_one_implementation(reports, names)
     merged = Report()
     origin: dict[str, str] = {}
     conflicts: list[str] = []
@@ -83,3 +90,33 @@ def merge_reports(
             f"\n  {shown}{more}"
         )
     return merged
+
+
+def check_one_implementation(reports: Sequence[Report], names: Sequence[str]) -> None:
+    """Checks that the reports judged one implementation (those that name none aside).
+
+    Raises:
+        ReportError: listing each implementation and the reports that judged it.
+    """
+    judged: dict[str, list[str]] = {}
+    described: dict[str, str] = {}
+    for name, report in zip(names, reports, strict=True):
+        added = report.metadata.get(FROM_TESTS)
+        implementation = added.get(IMPLEMENTATION) if isinstance(added, Mapping) else None
+        if implementation is None:
+            continue
+        identity = json.dumps(encode_non_finite(implementation), sort_keys=True)
+        judged.setdefault(identity, []).append(name)
+        described[identity] = _describe(implementation)
+    if len(judged) > 1:
+        lines = "\n  ".join(f"{described[identity]}: {', '.join(found)}" for identity, found in judged.items())
+        raise ReportError(
+            f"the reports judged {len(judged)} different implementations, whose cases must not mix in one report; "
+            f"merge each implementation's reports apart:\n  {lines}"
+        )
+
+
+def _describe(implementation: Any) -> str:
+    if isinstance(implementation, Mapping) and "function" in implementation:
+        return f"{implementation['function']} (sha256 {implementation.get('sha256', '-')})"
+    return json.dumps(encode_non_finite(implementation), sort_keys=True)

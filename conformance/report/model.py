@@ -47,6 +47,28 @@ def case_key(nodeid: str, comparison: str, device_name: str = "") -> str:
     return f"[{device_name}] {key}" if device_name else key
 
 
+def portable_nodeid(nodeid: str, path: Path | None) -> str:
+    """Returns a test's node id as a checkout of its package gives it, wherever the package is installed.
+
+    pytest names a test by its file's path from the root directory, which for an installed suite (``--pyargs
+    conformance`` from any folder) is not the checkout's. The report names it by the file's path from the folder above
+    its top-level package (``conformance/test_forward_bits.py::test_fused_equals_oracle[...]``), so that runs of a
+    checkout and of an installed suite share case keys, and an accepted baseline gates both. A test file outside a
+    package keeps its node id.
+
+    Args:
+        nodeid: pytest's node id of the test.
+        path: the test's file.
+    """
+    if path is None or not (path.parent / "__init__.py").is_file():
+        return nodeid
+    top = path.parent
+    while (top.parent / "__init__.py").is_file():
+        top = top.parent
+    _, separator, rest = nodeid.partition("::")
+    return f"{path.relative_to(top.parent).as_posix()}{separator}{rest}"
+
+
 def plain(value: Any) -> Any:
     """Converts numpy/torch scalars and arrays inside `value` to Python numbers and lists, recursively.
 

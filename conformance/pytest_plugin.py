@@ -1,0 +1,151 @@
+"""The conformance suite's pytest plugin: which implementation it judges (``--rope-impl``), and the report plugin.
+
+Installed, the distribution registers this module as the pytest11 entry point ``conformance.pytest_plugin``, so that
+``python -m pytest --pyargs conformance --rope-impl their.module`` works from any directory; in a checkout the root
+conftest loads it (the entry point's name is the module's, so pytest loads it once either way). It loads the
+ulp-drift report plugin (``conformance.plugin``) in turn.
+
+Options, each with an environment variable that stands in when the option is not given (what ``./run`` passes on):
+
+- ``--rope-impl MODULE[:FUNCTION]`` (``DSV41_ROPE_IMPL``): the out-of-place function judged; FUNCTION defaults to
+  ``apply_rope_triton``; default the project's kernel, ``impl.rope_triton:apply_rope_triton``.
+- ``--rope-impl-in-place MODULE:FUNCTION`` (``DSV41_ROPE_IMPL_IN_PLACE``): an in-place function to judge too.
+- ``--rope-impl-claims CLAIMS`` (``DSV41_ROPE_IMPL_CLAIMS``): comma-separated behaviours the implementation claims
+  (``compile``, ``cuda-graphs``, ``double-backward``, or ``none``).
+
+An implementation named explicitly is imported when the session starts (after choosing the backend, since Triton reads
+``TRITON_INTERPRET`` when a kernel is defined): one that cannot be imported stops the run with a usage error that
+names what was looked up. The default one is imported by the suite's fixture. This module imports neither torch nor
+the implementation when it loads: the entry point loads it in every pytest session of the environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from conformance.implementation import PROJECT_FUNCTION, PROJECT_MODULE, Implementation, ImplementationError, load
+from conformance.provenance import kernel_sha256, kernel_source
+
+pytest_plugins = ["conformance.plugin"]
+
+IMPL_VARIABLE = "DSV41_ROPE_IMPL"
+IN_PLACE_VARIABLE = "DSV41_ROPE_IMPL_IN_PLACE"
+CLAIMS_VARIABLE = "DSV41_ROPE_IMPL_CLAIMS"
+# Each option, in the order Selection takes them, and the variable that stands in for it.
+_VARIABLES = {
+    "--rope-impl": IMPL_VARIABLE,
+    "--rope-impl-in-place": IN_PLACE_VARIABLE,
+    "--rope-impl-claims": CLAIMS_VARIABLE,
+}
+
+_SELECTION = pytest.StashKey["Selection"]()
+
+
+@dataclasses.dataclass
+class Selection:
+    """What the session was asked to judge (None: not named), and the implementation once imported."""
+
+    forward: str | None
+    in_place: str | None
+    claims: str | None
+    # The environment variables that named what no option did.
+    from_environment: tuple[str, ...] = ()
+    _loaded: Implementation | None = None
+
+    @property
+    def explicit(self) -> bool:
+        """Whether anything was named on the command line or in the environment."""
+        return any(value is not None for value in (self.forward, self.in_place, self.claims))
+
+    def load(self) -> Implementation:
+        """Imports the implementation (once).
+
+        Raises:
+            ImplementationError: naming what was looked up, when it cannot be judged.
+        """
+        if self._loaded is None:
+            self._loaded = load(self.forward, self.in_place, self.claims)
+        return self._loaded
+
+    def header(self) -> str:
+        """One line for the top of the run: the function judged, its source and digest, and what else is judged."""
+        if self._loaded is not None:
+            described = self._loaded.describe()
+            return (
+                f"dsv41-rope: judging {described['function']} ({described['source']}, sha256 {described['sha256']}); "
+                f"in place: {described['in place']}; claims: {described['claims']}"
+            )
+        source = kernel_source(PROJECT_MODULE)
+        return (
+            f"dsv41-rope: judging {PROJECT_MODULE}:{PROJECT_FUNCTION}, the project's kernel ({source or '-'}, sha256 "
+            f"{kernel_sha256(source) or '-'}); --rope-impl MODULE[:FUNCTION] judges another"
+        )
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Adds the --rope-impl options."""
+    group = parser.getgroup("rope-impl", "implementation under test (dsv41-rope conformance)")
+    group.addoption(
+        "--rope-impl",
+        metavar="MODULE[:FUNCTION]",
+        help=f"the RoPE function to judge, (values, angles, *, inverse=False) -> tensor; FUNCTION defaults to "
+        f"{PROJECT_FUNCTION} (default: ${IMPL_VARIABLE}, else the project's kernel, "
+        f"{PROJECT_MODULE}:{PROJECT_FUNCTION})",
+    )
+    group.addoption(
+        "--rope-impl-in-place",
+        metavar="MODULE:FUNCTION",
+        help=f"an in-place variant to judge too, (values, angles, *, inverse=False) -> values (default: "
+        f"${IN_PLACE_VARIABLE}; the project kernel's own for the project's kernel, else none: those tests skip)",
+    )
+    group.addoption(
+        "--rope-impl-claims",
+        metavar="CLAIMS",
+        help=f"what the implementation claims beyond the eager contract, comma-separated: compile, cuda-graphs, "
+        f"double-backward, or none (default: ${CLAIMS_VARIABLE}, else the module's ROPE_CONFORMANCE_CLAIMS, else all "
+        "for the project's kernel and none for another)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Reads the selection; imports an implementation named explicitly, turning any failure into a usage error."""
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped on CPU machines, with the reason)")
+    # The interpreter evaluates kernels with numpy, which warns on IEEE events the special-value cases produce on
+    # purpose (inf * 0, overflow to inf when narrowing); the GPU raises no such warnings.
+    config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning:triton.runtime.interpreter")
+    given = {option: config.getoption(option) for option in _VARIABLES}
+    from_environment = {
+        option: os.environ[variable]
+        for option, variable in _VARIABLES.items()
+        if given[option] is None and os.environ.get(variable)
+    }
+    given.update(from_environment)
+    named_by = tuple(f"${_VARIABLES[option]}" for option in from_environment)
+    selection = Selection(*given.values(), from_environment=named_by)
+    config.stash[_SELECTION] = selection
+    if selection.explicit:
+        from conformance import backend
+
+        backend.choose()
+        try:
+            selection.load()
+        except ImplementationError as error:
+            named_by = f" (named by {', '.join(selection.from_environment)})" if selection.from_environment else ""
+            raise pytest.UsageError(f"{error}{named_by}") from error
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Names the implementation under test at the top of the run."""
+    return config.stash[_SELECTION].header()
+
+
+def implementation_under_test(config: pytest.Config) -> Implementation:
+    """The session's implementation under test, imported on first use.
+
+    Raises:
+        ImplementationError: when it cannot be judged (an explicitly named one fails at start-up instead).
+    """
+    return config.stash[_SELECTION].load()

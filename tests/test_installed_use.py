@@ -1,0 +1,112 @@
+"""Installed use: the distribution's wheel, installed into a fresh virtual environment, judges a kernel outside this
+checkout with ``python -m pytest --pyargs conformance --rope-impl MODULE -n 2`` from an empty directory, gated by the
+accepted baseline it ships.
+
+Nothing is downloaded: the wheel is built with this environment's setuptools (no build isolation), and the new
+environment sees this one's torch, triton and pytest through a ``.pth`` file (and the system's through
+``--system-site-packages``), while the suite itself comes from the wheel alone. The kernel judged is the project's,
+copied to a temporary folder as ``vendored_rope``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conformance import backend
+from conformance.judged.run import judge, passing_counts, slice_args
+from conformance.provenance import kernel_sha256
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = ("impl", "oracle", "conformance")
+
+
+def _run(command: list[str], **kwargs) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, **kwargs)
+    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built from a copy of the sources, so that the build writes nothing into the checkout."""
+    tmp_path = tmp_path_factory.mktemp("build")
+    source = tmp_path / "source"
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for part in (*SHIPPED, "baselines"):
+        shutil.copytree(REPO / part, source / part, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copyfile(REPO / name, source / name)
+    wheels = tmp_path / "wheels"
+    pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-index", "--no-build-isolation"]
+    _run([*pip, "--wheel-dir", str(wheels), str(source)])
+    (built,) = wheels.glob("dsv41_rope-*.whl")
+    return built
+
+
+def _fresh_environment(tmp_path: Path, wheel: Path) -> Path:
+    """A virtual environment with the wheel installed, seeing this environment's packages but not the checkout."""
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)])
+    python = venv / "bin" / "python"
+    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip())
+    outer = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (site / "outer_environment.pth").write_text("\n".join(sorted(outer)) + "\n")
+    pip = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed"]
+    _run([*pip, str(wheel)], cwd=tmp_path)
+    return python
+
+
+def test_the_wheel_holds_the_suite_its_plugin_and_baselines(wheel):
+    archive = zipfile.ZipFile(wheel)
+    names = set(archive.namelist())
+    sources = {
+        path.relative_to(REPO).as_posix()
+        for part in SHIPPED
+        for path in (REPO / part).rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    assert sources - names == set(), "modules of the checkout missing from the wheel (pyproject's package list)"
+    baselines = {f"conformance/baselines/{path.name}" for path in (REPO / "baselines").glob("*.json")}
+    assert baselines and baselines <= names
+    (entry_points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
+    text = archive.read(entry_points).decode()
+    assert "[pytest11]\nconformance.pytest_plugin = conformance.pytest_plugin" in text
+
+
+def test_installed_suite_judges_a_vendored_kernel_from_any_directory(wheel, tmp_path):
+    python = _fresh_environment(tmp_path, wheel)
+    vendor = tmp_path / "vendor"
+    vendor.mkdir()
+    shutil.copyfile(REPO / "impl" / "rope_triton.py", vendor / "vendored_rope.py")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    outer = ("PYTEST_", "GITHUB_STEP", "TRITON_INTERPRET", "PYTHONPATH")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(outer)}
+    env["PYTHONPATH"] = str(vendor)  # the kernel judged; the suite only from the wheel
+
+    where = _run([str(python), "-c", "import conformance; print(conformance.__file__)"], cwd=elsewhere, env=env)
+    assert Path(where.strip()).is_relative_to(tmp_path / "venv"), f"the suite came from {where}, not the wheel"
+    baseline = Path(_run([str(python), "-m", "conformance.accepted"], cwd=elsewhere, env=env).strip())
+    assert baseline.is_relative_to(tmp_path / "venv") and baseline.name == f"ulp-drift-{backend.name()}.json"
+
+    args = [*slice_args(pyargs=True), "-n", "2", "--ulp-baseline", str(baseline)]
+    outcome = judge("vendored_rope", elsewhere, args, python=str(python), env=env)
+    assert outcome.exit_status == 0, outcome.summary() + "\n" + outcome.output
+    assert outcome.counts == passing_counts(backend.name()), outcome.summary()
+    assert "dsv41-rope: judging vendored_rope:apply_rope_triton" in outcome.output, "the header names it"
+    # The cases keep the checkout's keys, so the shipped baseline gated every one of them.
+    assert ": 0 regressed, 0 new," in outcome.output, outcome.output
+    report = json.loads((elsewhere / "report" / "ulp-drift.json").read_text())
+    assert report["cases"] and all(key.startswith("conformance/test_") for key in report["cases"])
+    judged = report["metadata"]["from_tests"]["implementation under test"]
+    assert judged["source"] == str(vendor / "vendored_rope.py")
+    assert judged["sha256"] == kernel_sha256(REPO / "impl" / "rope_triton.py")

@@ -1,0 +1,103 @@
+"""The suite judges implementations it did not write: each deliberately wrong one (``conformance/judged/wrong.py``, the
+project's kernel with one defect built around it) fails a slice of the suite for its defect alone, exactly the tests
+that defect reaches and each on the comparison that shows it; a correct copy of the kernel, imported under another
+module name, passes the same slice, and its report names it.
+
+Each implementation runs in its own pytest process (``conformance.judged.run``), as another repository's CI would run
+the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conformance import backend
+from conformance.judged.run import SLICE, WRONG, Outcome, failed_comparison, judge, passing_counts
+from conformance.provenance import kernel_sha256
+
+REPO = Path(__file__).resolve().parents[1]
+NORMAL, SPECIAL = "inverse-normal", "inverse-special"
+# Per wrong implementation: each test function it fails, the comparison its failures name and what differed there
+# (`conformance.judged.run.failed_comparison`), and the value regimes of the failing cases (both angle layouts of
+# each). Every other test of the slice passes. The eager comparisons run on a GPU only.
+BITS, NAN_BITS, OVER_BOUND = "bit mismatches", "NaN bit-pattern differences", "norm-wise error over the bound"
+EXPECTED_FAILURES = {
+    "rotates_leading_channels": {
+        "test_fused_equals_oracle": (f"fused-vs-oracle: {BITS}", {NORMAL, SPECIAL}),
+        "test_fused_equals_torch_eager": (f"fused-vs-eager: {BITS}", {NORMAL, SPECIAL}),
+        "test_copied_channels_are_bit_copies": (f"copied-vs-input: {BITS}", {NORMAL}),
+        "test_normwise_error_within_bound": (OVER_BOUND, {NORMAL}),
+        # Its gradient is its own forward's conjugate rotation (the roll is linear); the oracle backward catches it.
+        "test_gradient_is_conjugate_rotation": (f"backward-vs-oracle: {BITS}", {NORMAL, SPECIAL}),
+    },
+    "product_in_bf16": {
+        "test_fused_equals_oracle": (f"fused-vs-oracle: {BITS}", {NORMAL, SPECIAL}),
+        "test_fused_equals_torch_eager": (f"fused-vs-eager: {BITS}", {NORMAL, SPECIAL}),
+        "test_normwise_error_within_bound": (OVER_BOUND, {NORMAL}),
+        # Its backward is the kernel's: the conjugate rotation through its own (wrong) forward differs from it.
+        "test_gradient_is_conjugate_rotation": (f"backward-vs-conjugate: {BITS}", {NORMAL, SPECIAL}),
+    },
+    "backward_without_conjugate": {
+        "test_gradient_is_conjugate_rotation": (f"backward-vs-conjugate: {BITS}", {NORMAL, SPECIAL}),
+    },
+    "canonical_nan_copies": {
+        # Only NaN payloads differ; normal values hold no NaN, the special ones' copied channels do.
+        "test_copied_channels_are_bit_copies": (f"copied-vs-input: {NAN_BITS}", {NORMAL}),
+        "test_fused_equals_oracle": (f"fused-vs-oracle: {NAN_BITS}", {SPECIAL}),
+        "test_fused_equals_torch_eager": (f"fused-vs-eager: {NAN_BITS}", {SPECIAL}),
+    },
+}
+
+
+def _function_and_regime(nodeid: str) -> tuple[str, str]:
+    name = nodeid.rsplit("::", 1)[-1]
+    regime = NORMAL if NORMAL in name else SPECIAL if SPECIAL in name else "?"
+    return name.split("[", 1)[0], regime
+
+
+def _unexpected(outcome: Outcome, expected: dict[str, tuple[str, set[str]]]) -> list[str]:
+    """Every test whose outcome or failing comparison is not what the defect explains."""
+    problems = []
+    for nodeid, result in sorted(outcome.tests.items()):
+        function, regime = _function_and_regime(nodeid)
+        comparison, regimes = expected.get(function, ("", set()))
+        should_fail = regime in regimes
+        if result == "skipped":
+            continue  # the GPU's eager comparisons, skipped on a CPU (the control run checks how many)
+        if (result == "failed") != should_fail:
+            problems.append(f"{nodeid}: {result}, expected {'a failure' if should_fail else 'a pass'}")
+        elif should_fail and failed_comparison(outcome.failures[nodeid]) != comparison:
+            problems.append(f"{nodeid}: failed on {outcome.failures[nodeid]!r}, not on {comparison!r}")
+    return problems
+
+
+@pytest.mark.parametrize("name", list(WRONG))
+def test_wrong_implementation_fails_for_its_defect_alone(name, tmp_path):
+    outcome = judge(WRONG[name], tmp_path)
+    assert outcome.exit_status == 1, outcome.summary()
+    assert sum(passing_counts(backend.name()).values()) == len(outcome.tests), outcome.summary()
+    assert _unexpected(outcome, EXPECTED_FAILURES[name]) == [], outcome.summary()
+
+
+def test_correct_kernel_under_another_module_name_passes_the_slice(tmp_path):
+    vendor = tmp_path / "vendor"
+    vendor.mkdir()
+    shutil.copyfile(REPO / "impl" / "rope_triton.py", vendor / "vendored_rope.py")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "GITHUB_STEP"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(vendor), str(REPO)])
+    outcome = judge("vendored_rope", tmp_path / "run", SLICE, env=env)
+    assert outcome.exit_status == 0, outcome.summary()
+    assert outcome.counts == passing_counts(backend.name()), outcome.summary()
+    report = json.loads((tmp_path / "run" / "report" / "ulp-drift.json").read_text())
+    judged = report["metadata"]["from_tests"]["implementation under test"]
+    assert judged["function"] == "vendored_rope:apply_rope_triton"
+    assert judged["source"] == str(vendor / "vendored_rope.py")
+    assert judged["sha256"] == kernel_sha256(REPO / "impl" / "rope_triton.py")
+    assert judged["in place"] == "none judged" and judged["claims"] == "none"
+    markdown = (tmp_path / "run" / "report" / "ulp-drift.md").read_text()
+    assert "| function | vendored_rope:apply_rope_triton |" in markdown.split("### By dtype")[0], "not in the header"

@@ -1,0 +1,92 @@
+"""Which implementation a report judged: it heads the Markdown, reports of different implementations never merge
+(in one process or with the shard merger), and case keys are the same whether the suite runs from a checkout or
+installed elsewhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance import merge
+from conformance.report import (
+    FROM_TESTS,
+    IMPLEMENTATION,
+    CaseRecord,
+    Report,
+    ReportError,
+    merge_reports,
+    portable_nodeid,
+    render_markdown,
+)
+
+PROJECT = {"function": "impl.rope_triton:apply_rope_triton", "sha256": "258de3f026818b87", "claims": "compile"}
+VENDORED = {"function": "vendored_rope:apply_rope_triton", "sha256": "258de3f026818b87", "claims": "none"}
+
+
+def report(implementation: dict | None, nodeid: str = "conformance/test_forward_bits.py::test[a]") -> Report:
+    record = CaseRecord(nodeid, "fused-vs-oracle", "a", "passed", "bf16", "interpreter", "cpu", 16, 0)
+    added = {FROM_TESTS: {IMPLEMENTATION: implementation}} if implementation is not None else {}
+    return Report(cases={record.key: record}, metadata=added)
+
+
+def test_reports_of_one_implementation_merge_and_keep_its_name() -> None:
+    other_case = report(PROJECT, "conformance/test_forward_bits.py::test[b]")
+    merged = merge_reports([report(PROJECT), other_case, report(None)])
+    assert len(merged.cases) == 2
+    assert merged.metadata[FROM_TESTS][IMPLEMENTATION] == PROJECT
+
+
+def test_reports_of_different_implementations_do_not_merge() -> None:
+    with pytest.raises(ReportError) as raised:
+        merge_reports([report(PROJECT), report(VENDORED), report(PROJECT)], sources=["a.json", "b.json", "c.json"])
+    message = str(raised.value)
+    assert "2 different implementations" in message
+    assert "impl.rope_triton:apply_rope_triton (sha256 258de3f026818b87): a.json, c.json" in message
+    assert "vendored_rope:apply_rope_triton (sha256 258de3f026818b87): b.json" in message
+
+
+def test_another_source_of_the_same_module_is_another_implementation() -> None:
+    edited = {**PROJECT, "sha256": "0123456789abcdef"}
+    with pytest.raises(ReportError, match="0123456789abcdef"):
+        merge_reports([report(PROJECT), report(edited)])
+
+
+def test_the_shard_merger_refuses_them_with_exit_status_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    shards = [report(PROJECT).write_json(tmp_path / "a.json"), report(VENDORED).write_json(tmp_path / "b.json")]
+    assert merge.main([str(tmp_path / "out"), *map(str, shards)]) == 2
+    assert "merge each implementation's reports apart" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_markdown_names_the_implementation_under_the_verdict() -> None:
+    head = render_markdown(report(VENDORED)).split("### By dtype")[0]
+    assert f"| {IMPLEMENTATION} | value |" in head
+    assert "| function | vendored_rope:apply_rope_triton |" in head
+    assert "| sha256 | 258de3f026818b87 |" in head
+
+
+def _package(root: Path, *parts: str) -> Path:
+    folder = root.joinpath(*parts)
+    folder.mkdir(parents=True)
+    for depth in range(1, len(parts) + 1):
+        (root.joinpath(*parts[:depth]) / "__init__.py").touch()
+    return folder
+
+
+def test_node_ids_of_an_installed_suite_are_the_checkouts(tmp_path: Path) -> None:
+    site = _package(tmp_path / "venv" / "site-packages", "conformance")
+    installed = site / "test_forward_bits.py"
+    # pytest names an installed test by the path from the folder it was pointed at (--pyargs conformance).
+    assert portable_nodeid("test_forward_bits.py::test[a]", installed) == "conformance/test_forward_bits.py::test[a]"
+    checkout = _package(tmp_path / "checkout", "conformance") / "test_forward_bits.py"
+    nodeid = "conformance/test_forward_bits.py::test[a]"
+    assert portable_nodeid(nodeid, checkout) == nodeid
+    nested = _package(tmp_path / "deep", "suite", "sub") / "test_x.py"
+    assert portable_nodeid("test_x.py::test", nested) == "suite/sub/test_x.py::test"
+
+
+def test_a_test_outside_a_package_keeps_its_node_id(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    assert portable_nodeid("tests/test_x.py::test", tmp_path / "tests" / "test_x.py") == "tests/test_x.py::test"
+    assert portable_nodeid("test_x.py::test", None) == "test_x.py::test"

@@ -30,6 +30,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if current.type == "cuda":
         torch.cuda.set_device(current)
 
+
 # Hypothesis profiles for conformance/test_generated_layouts.py, chosen with `--hypothesis-profile NAME`
 # (docs/conformance.md). Examples per shard (12 shards: dtype x rank x direction); no deadline and no timing health
 # check, since the interpreter's timings vary with the machine's load; no explain phase, whose "lines only failing

@@ -25,7 +25,11 @@ SUITE = Path(__file__).resolve().parents[1]
 # One small case, both regimes where the defects show (normal values; NaN payloads and signed zeros), both angle
 # layouts, in the suites every implementation answers to: forward bits, copied channels, gradient, error.
 SLICE_MODULES = ("test_forward_bits", "test_copied_channels", "test_gradient_conjugate", "test_error_vs_truth")
-SLICE_CASES = "bf16-4d-contiguous-odd-channels-inverse-normal or bf16-4d-contiguous-odd-channels-inverse-special"
+# The oracle's own proof against eager judges no implementation: it is left out.
+SLICE_CASES = (
+    "(bf16-4d-contiguous-odd-channels-inverse-normal or bf16-4d-contiguous-odd-channels-inverse-special)"
+    " and not oracle_equals_torch_eager"
+)
 
 
 def slice_args(*, pyargs: bool = False) -> list[str]:

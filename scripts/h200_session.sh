@@ -92,10 +92,10 @@ PY
                      --budget "${WORKERS_SECONDS:-150}" > "$out/workers.log" 2>&1 || status=1
                  tee -a "$out/summary.txt" < "$out/workers.log" ;;
         # The suite judging implementations it did not write. The eager reference itself, the whole suite (or the
-        # selection IMPLS_ARGS names) on 8 workers without a baseline (the accepted one holds the project kernel's
+        # tests IMPLS_TARGETS and IMPLS_ARGS select) on 8 workers without a baseline (the accepted one holds the project kernel's
         # numbers), must pass; then each wrong implementation (conformance/judged/wrong.py), on a slice, must fail:
         # its verdict and failed comparisons.
-        impls) timeout -s INT "${IMPLS_SECONDS:-130}" python3 -m pytest -n 8 conformance -q -p no:cacheprovider -rfE \
+        impls) timeout -s INT "${IMPLS_SECONDS:-130}" python3 -m pytest -n 8 ${IMPLS_TARGETS:-conformance} -q -p no:cacheprovider -rfE \
                    --tb=line --rope-impl impl.rope_triton:_apply_rope_torch --ulp-report "$scratch/impls" ${IMPLS_ARGS:-} \
                    > "$out/impls-eager.log" 2>&1 || status=1
                grep -E "^(FAILED|ERROR)" "$out/impls-eager.log" | cut -c1-300 | head -20 | tee -a "$out/summary.txt"

@@ -3,7 +3,7 @@
 # compute-sanitizer memcheck, benchmarks and the launch sweep, the suite as merged shards and its wall time against the
 # number of xdist workers, each under its own time limit.
 # Usage (repository root, on the GPU machine):
-#   bash scripts/h200_session.sh OUT_DIR [calibration|suite|sanitize|bench|sweep|contraction|shards|workers|impls ...]
+#   bash scripts/h200_session.sh OUT_DIR [calibration|suite|sanitize|bench|sweep|contraction|shards|workers|impls|wrong ...]
 # The image has torch, triton, pytest, pytest-xdist, hypothesis and mpmath; wheels in .whl (scripts/fetch_gpu_wheels.sh)
 # are installed first when present. Everything lands flat in OUT_DIR (the device tool brings back at most 8 files).
 set -uo pipefail
@@ -34,7 +34,7 @@ PY
         # SIGINT well inside the device tool's 10-minute limit: pytest then still prints its failure summary and
         # the plugin still writes the report. The README's command: 8 workers a GPU, gated by the CUDA baseline.
         suite) DSV41_REPORT="$scratch/report" timeout -s INT "${SUITE_SECONDS:-240}" ./run conformance -q \
-                   -p no:cacheprovider -rfE --tb=short --ulp-save-baseline "$out/ulp-drift-cuda.json" \
+                   -p no:cacheprovider -rfE --tb=short --ulp-save-baseline "$out/ulp-drift-cuda.json" ${SUITE_ARGS:-} \
                    > "$out/suite.log" 2>&1 || status=1
                cp "$scratch/report/ulp-drift.md" "$out/" 2>/dev/null
                grep -E "^(FAILED|ERROR)" "$out/suite.log" | cut -c1-300 | head -40 | tee -a "$out/summary.txt"
@@ -100,7 +100,9 @@ PY
                    > "$out/impls-eager.log" 2>&1 || status=1
                grep -E "^(FAILED|ERROR)" "$out/impls-eager.log" | cut -c1-300 | head -20 | tee -a "$out/summary.txt"
                grep -E "passed|failed|verdict" "$out/impls-eager.log" | tail -3 | tee -a "$out/summary.txt"
-               timeout "${IMPLS_WRONG_SECONDS:-70}" python3 -m conformance.judged.run --timeout 60 \
+               ;&
+        # Each wrong implementation (conformance/judged/wrong.py) on a slice: each must fail, for its defect.
+        wrong) timeout "${IMPLS_WRONG_SECONDS:-70}" python3 -m conformance.judged.run --timeout 60 \
                    > "$out/impls-wrong.log" 2>&1 || status=1
                cut -c1-240 "$out/impls-wrong.log" | tee -a "$out/summary.txt" ;;
         *) echo "unknown step $step"; status=2 ;;

@@ -45,6 +45,9 @@ SAMPLED_POSITIONS = 32
 # more. That is <= 0.004 ulp of BF16/FP16, and below 5 (6 with a "none" part) float32 ulps.
 NORMWISE_BOUND = {"bf16": 0.504, "fp16": 0.504, "fp32": 5.0}
 NORMWISE_BOUND_FP32_UNFUSED = 6.0
+# Where the gradient is also computed for other values: a backward that read the forward's values would differ on
+# normal values, and on special ones its NaNs and infinities would spread; the other regimes add only CPU time.
+VALUE_INDEPENDENCE_REGIMES = ("normal", "special")
 # The differences autograd's accumulation of zero-filled partial gradients makes: allowed against eager backwards.
 AUTOGRAD_NORMALIZATION = ("signed-zero", "nan-bits")
 
@@ -315,9 +318,11 @@ def gradient_is_conjugate_rotation(
     allow = () if implementation.is_project_kernel else AUTOGRAD_NORMALIZATION
     assert_bits(ulp_drift, comparison, case, device, gradient, rotated_back, values=grad_output, allow=allow)
 
-    other_leaf = make_values(case, device, salt=2).detach().requires_grad_(True)
-    (other,) = torch.autograd.grad(implementation.forward(other_leaf, angles, case.inverse), other_leaf, grad_output)
-    assert_bits(ulp_drift, f"{prefix}backward-independent-of-values", case, device, other, gradient)
+    if case.regime in VALUE_INDEPENDENCE_REGIMES:
+        other_leaf = make_values(case, device, salt=2).detach().requires_grad_(True)
+        other_output = implementation.forward(other_leaf, angles, case.inverse)
+        (other,) = torch.autograd.grad(other_output, other_leaf, grad_output)
+        assert_bits(ulp_drift, f"{prefix}backward-independent-of-values", case, device, other, gradient)
 
     chosen = positions(values.shape[1], device)
     upstream = on_cpu(grad_output, chosen)

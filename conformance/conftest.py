@@ -39,7 +39,7 @@ PHASES = tuple(phase for phase in Phase if phase is not Phase.explain)
 # ci (the default): the same examples every run (a fixed seed per shard), no example database written anywhere.
 settings.register_profile(
     "ci",
-    max_examples=100,
+    max_examples=50,
     derandomize=True,
     database=None,
     deadline=None,
@@ -47,7 +47,7 @@ settings.register_profile(
     print_blob=False,
     phases=PHASES,
 )
-# gpu: the same, with five times the examples (a CUDA kernel call costs microseconds, not the interpreter's 20 ms).
+# gpu: the same, with ten times the examples (a CUDA kernel call costs microseconds, not the interpreter's 20 ms).
 settings.register_profile("gpu", parent=settings.get_profile("ci"), max_examples=500)
 # thorough: long local runs; new random examples each run, failures kept in .hypothesis/ (git-ignored) and replayed.
 settings.register_profile(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conformance import checks
 from conformance.cases import INTEGER_VIEW
 
 
@@ -163,3 +164,28 @@ def test_later_calls_launch_the_compiled_kernel_directly(rope, gpu, monkeypatch)
     (plan,) = rope._PLANS.values()
     assert plan.compiled is not None, "the first launch kept no compiled kernel"
     assert torch.equal(_bits(rope.apply_rope_triton(values, angles)), _bits(first))
+
+
+@pytest.mark.parametrize("source", ["in-kernel", "table"])
+@pytest.mark.parametrize(
+    ("shape", "angle_shape", "block_rows"),
+    [((2, 6, 4, 40), (2, 6, 8), 4), ((1, 5, 8, 64), (1, 5, 8), 2)],
+    ids=["per-batch-angles-4-rows", "shared-angles-2-rows"],
+)
+def test_programs_whose_rows_share_a_position_compute_its_frequencies_once(
+    rope, device, monkeypatch, source, shape, angle_shape, block_rows
+):
+    """Rows per program dividing the heads: a program's rows are heads of one position and share one row of cos/sin
+    (the GPU's launches for DeepSeek's heads; the interpreter's own configuration takes larger programs)."""
+    from oracle import eager
+
+    monkeypatch.setenv(rope.FREQUENCIES_VARIABLE, source)
+    values, angles = _inputs(device, torch.float32, shape, angle_shape=angle_shape)
+    config = rope.LaunchConfig(block_rows=block_rows, copy_channels=32, rotary_channels=16, num_warps=4)
+    settings = rope.settings(device)
+    plan = rope._make_plan(values, angles, torch.empty_like(values), False, settings, config)
+    assert plan.scalars["SHARED_FREQUENCIES"]
+    output = rope._launch(values, angles, False, config=config)
+    frequencies = checks.kernel_frequencies_of(angles, rope).cpu()
+    expected = eager.apply_rope(values.cpu(), frequencies, contraction=checks.contraction_of(device))
+    assert torch.equal(_bits(output.cpu()), _bits(expected))

@@ -29,6 +29,7 @@ import torch
 from conformance import backend, checks
 from conformance.cases import Case, make_angles, make_values
 from conformance.layouts import LayoutSpec, StridedLayout
+from oracle import eager as oracle_eager
 from oracle.eager import complex_multiply
 
 SOURCE = pathlib.Path(__file__).resolve().parents[1] / "impl" / "rope_triton.py"
@@ -95,6 +96,10 @@ MUTATIONS = {
     "frequencies-shared-across-positions": (
         '"SHARED_FREQUENCIES": heads % config.block_rows == 0,',
         '"SHARED_FREQUENCIES": True,',
+    ),
+    "shared-frequencies-of-another-row": (
+        "frequency_rows = tl.program_id(0) * BLOCK_R + tl.zeros((1,), dtype=tl.int32)",
+        "frequency_rows = tl.program_id(0) + tl.zeros((1,), dtype=tl.int32)",
     ),
     "frequency-pair-stride-ignored": (
         "frequency = frequency_row + (channel // 2)[None, :] * stride_frequency",
@@ -169,6 +174,21 @@ def _version_counter_is_bumped(case, device, module):
     assert values._version > before, f"{case.id}: the in-place op did not bump the version counter"
 
 
+def _rows_sharing_a_position(case, device, module):
+    """The forward in programs of 2 rows, heads of one position sharing its cos/sin (the interpreter's own launches
+    take larger programs, which share nothing)."""
+    values, angles = make_values(case, device), make_angles(case, device)
+    config = module.LaunchConfig(block_rows=2, copy_channels=32, rotary_channels=32, num_warps=4)
+    output = module._launch(values, angles, case.inverse, config=config)
+    expected = oracle_eager.apply_rope(
+        values.cpu(),
+        checks.kernel_frequencies_of(angles, module).cpu(),
+        inverse=case.inverse,
+        contraction=checks.contraction_of(device),
+    )
+    checks.assert_bits(None, "rows-sharing-a-position", case, device, output.cpu(), expected, values=values.cpu())
+
+
 def _non_uniform_eager_path_is_refused(case, device, module):
     def multiply(values, factors):  # the H200's variant, but the other one for partial blocks
         factors = factors.resolve_conj().expand(values.shape)
@@ -212,6 +232,7 @@ PROBES = [
     (checks.gradient_is_conjugate_rotation, Case("fp32", "query", "contiguous", False, "normal", small=True)),
     (checks.in_place_matches, Case("bf16", "query", "channel-strided", True, "normal", small=True)),
     (_version_counter_is_bumped, Case("fp32", "batch3", "transposed", False, "normal")),
+    (_rows_sharing_a_position, Case("bf16", "batch3", "transposed", False, "normal", per_batch_angles=True)),
     (
         _forced_variant("second/none", checks.forward_matches_oracle),
         Case("fp32", "query", "contiguous", False, "normal", small=True),

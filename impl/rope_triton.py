@@ -395,7 +395,7 @@ def _launch_config(rows: int, channels: int, pairs: int, element_size: int, head
     the heads where a power of two of at least 4 does, so that a program's rows share one position's cos/sin.
     """
     if _INTERPRETED:
-        return _interpreter_config(rows, channels, pairs, heads)
+        return _interpreter_config(rows, channels, pairs)
     swept = _SWEPT_CONFIGS.get((channels, pairs, element_size, heads))
     if swept is not None and swept.block_rows <= rows:
         return swept
@@ -414,17 +414,13 @@ def _launch_config(rows: int, channels: int, pairs: int, element_size: int, head
     return LaunchConfig(block_rows, copy_channels, rotary_channels, num_warps=2 if row_bytes <= 256 else 4)
 
 
-def _interpreter_config(rows: int, channels: int, pairs: int, heads: int) -> LaunchConfig:
+def _interpreter_config(rows: int, channels: int, pairs: int) -> LaunchConfig:
     """Under the interpreter every program and chunk costs Python time, so programs are as large as a tile allows:
     the copied part in one chunk (a whole chunk where it is a power of two, else a masked one), the rotary block in
-    one, and rows per program dividing the heads where they can (a program's rows then share their cos/sin), so that
-    the CPU runs the same code paths with a fraction of the launches."""
+    one, and as many rows as fit (the CPU suite runs the shared-frequency path through explicit configurations)."""
     copy_channels = min(triton.next_power_of_2(max(channels - 2 * pairs, 1)), 1024)
     rotary_channels = min(triton.next_power_of_2(2 * pairs), 1024)
     block_rows = min(_ELEMENTS_PER_PROGRAM // max(copy_channels, rotary_channels), triton.next_power_of_2(rows))
-    heads_power_of_two = heads & -heads
-    if heads_power_of_two >= 2:
-        block_rows = min(block_rows, heads_power_of_two)
     return LaunchConfig(max(block_rows, 1), copy_channels, rotary_channels, num_warps=4)
 
 

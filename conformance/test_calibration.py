@@ -16,26 +16,13 @@ import numpy as np
 import pytest
 import torch
 
-from oracle.eager import CONTRACTIONS, complex_multiply
+from oracle.eager import CONTRACTIONS, complex_multiply, eager_multiply
 
 VARIANTS = list(itertools.product(CONTRACTIONS, repeat=2))
 
 
 def _ids(contraction: tuple[str, str]) -> str:
     return "/".join(contraction)
-
-
-def oracle_multiply(contraction_of_size):
-    """A fake eager multiply: the oracle's complex multiply, in the variant ``contraction_of_size(numel)`` picks."""
-
-    def multiply(values: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
-        factors = factors.resolve_conj().expand(values.shape)
-        x = torch.view_as_real(values.contiguous()).cpu().numpy()
-        f = torch.view_as_real(factors.contiguous()).cpu().numpy()
-        real, imag = complex_multiply(x[..., 0], x[..., 1], f[..., 0], f[..., 1], contraction_of_size(values.numel()))
-        return torch.complex(torch.from_numpy(real), torch.from_numpy(imag)).to(values.device)
-
-    return multiply
 
 
 def correctly_rounded_multiply(values: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
@@ -70,13 +57,13 @@ def test_probe_tells_every_pair_of_variants_apart(rope, segment, part):
 
 @pytest.mark.parametrize("contraction", VARIANTS, ids=_ids)
 def test_calibration_finds_the_variant_of_a_fake_eager_path(rope, device, contraction):
-    calibration = rope.calibrate(device, multiply=oracle_multiply(lambda numel: contraction))
+    calibration = rope.calibrate(device, multiply=eager_multiply(lambda numel: contraction))
     assert calibration.contraction == contraction, calibration.observed
 
 
 def test_eager_path_with_another_tail_variant_is_not_uniform(rope, device):
     """A build whose partial last block contracts the other way: no variant matches every segment."""
-    multiply = oracle_multiply(lambda numel: ("first", "first") if numel % 512 == 0 else ("second", "first"))
+    multiply = eager_multiply(lambda numel: ("first", "first") if numel % 512 == 0 else ("second", "first"))
     calibration = rope.calibrate(device, multiply=multiply)
     assert calibration.contraction is None
     assert "vector-body=first" in calibration.observed and "short=second" in calibration.observed
@@ -88,7 +75,7 @@ def test_eager_path_matching_no_variant_is_not_uniform(rope, device):
 
 
 def test_uncalibratable_device_runs_the_eager_path_with_one_warning(rope, device, calibrations, monkeypatch):
-    multiply = oracle_multiply(lambda numel: ("first", "first") if numel % 512 == 0 else ("second", "first"))
+    multiply = eager_multiply(lambda numel: ("first", "first") if numel % 512 == 0 else ("second", "first"))
     calibrations[torch.device(device)] = rope.calibrate(device, multiply=multiply)
     launched = []
     monkeypatch.setattr(rope, "_launch_kernel", lambda *args, **kwargs: launched.append(args))

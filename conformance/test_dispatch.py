@@ -104,6 +104,20 @@ def test_broadcast_angles_run_fused_with_eager_bits(rope, device, label, values_
     assert torch.equal(_bits(fused.cpu()), _bits(expected))
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 3), (1, 1, 1, 37)], ids=["3d", "4d"])
+def test_eager_path_takes_a_rotary_block_starting_mid_pair(rope, device, shape):
+    """FP32 rows of an odd channel count under size-1 leading dimensions: the rotary block is contiguous but starts at
+    an odd storage offset, which Automodel's code cannot view as complex. The eager path (the fallback, and the
+    suite's eager reference) rotates it as it rotates the same values in a tensor of its own."""
+    values, angles = _inputs(device, torch.float32, shape, pairs=1, angle_shape=(1, 1, 1))
+    assert values[..., -2:].storage_offset() % 2 == 1
+    rotary = values[..., -2:]
+    expected = rope._apply_rope_torch(rotary.clone(), angles, True)
+    assert torch.equal(_bits(rope._apply_rope_torch(values, angles, True)[..., -2:]), _bits(expected))
+    rope._rotate_in_place_eagerly(values, angles, True)
+    assert torch.equal(_bits(values[..., -2:]), _bits(expected))
+
+
 def test_output_is_new_contiguous_storage(rope, device):
     values, angles = _inputs(device)
     transposed = values.transpose(1, 2).contiguous().transpose(1, 2)

@@ -30,7 +30,7 @@ from conformance import backend, checks
 from conformance.cases import Case, make_angles, make_values
 from conformance.layouts import LayoutSpec, StridedLayout
 from oracle import eager as oracle_eager
-from oracle.eager import complex_multiply
+from oracle.eager import eager_multiply
 
 SOURCE = pathlib.Path(__file__).resolve().parents[1] / "impl" / "rope_triton.py"
 
@@ -190,16 +190,28 @@ def _rows_sharing_a_position(case, device, module):
 
 
 def _non_uniform_eager_path_is_refused(case, device, module):
-    def multiply(values, factors):  # the H200's variant, but the other one for partial blocks
-        factors = factors.resolve_conj().expand(values.shape)
-        x = torch.view_as_real(values.contiguous()).cpu().numpy()
-        f = torch.view_as_real(factors.contiguous()).cpu().numpy()
-        variant = ("first", "first") if values.numel() % 512 == 0 else ("second", "first")
-        real, imag = complex_multiply(x[..., 0], x[..., 1], f[..., 0], f[..., 1], variant)
-        return torch.complex(torch.from_numpy(real), torch.from_numpy(imag)).to(values.device)
-
+    # The H200's variant, but the other one for partial blocks.
+    multiply = eager_multiply(lambda numel: ("first", "first") if numel % 512 == 0 else ("second", "first"))
     calibration = module.calibrate(device, multiply=multiply)
     assert calibration.contraction is None, f"a non-uniform eager path calibrated to {calibration.contraction}"
+
+
+def _calibration_selects_the_kernel(case, device, module):
+    """Calibration finds the variant of an eager path that is one: a variant an edit broke matches nothing, and then
+    every call falls back to the eager path, with the right bits and no kernel (on CUDA the bit checks above pass
+    then; ``test_the_device_calibrates_to_one_variant`` is the suite's test). On CUDA, the device's own eager path."""
+    contraction = checks.contraction_of(device)
+    calibrations = {
+        "an eager path of the device's variant": module.calibrate(
+            device, multiply=eager_multiply(lambda numel: contraction)
+        )
+    }
+    if device.type == "cuda":
+        calibrations["the device's eager path"] = module.calibrate(device)
+    for eager, calibration in calibrations.items():
+        assert calibration.contraction == contraction, (
+            f"calibration against {eager} selected {calibration.contraction}, not {contraction}: {calibration.observed}"
+        )
 
 
 def _kernel_cos_sin_equal_polar(case, device, module):
@@ -238,6 +250,7 @@ PROBES = [
         Case("fp32", "query", "contiguous", False, "normal", small=True),
     ),
     (_non_uniform_eager_path_is_refused, Case("fp32", "query", "contiguous", False, "normal", small=True)),
+    (_calibration_selects_the_kernel, Case("fp32", "query", "contiguous", False, "normal", small=True)),
     (_kernel_cos_sin_equal_polar, Case("fp32", "query", "contiguous", False, "normal", small=True)),
 ]
 
@@ -370,6 +383,26 @@ def test_mutation_is_caught(rope, device, tmp_path, mutation):
         pytest.skip(BACKEND_ONLY[other_backend][mutation])
     caught = _first_failure(module, device) or _first_layout_failure(module, device)
     assert caught is not None, f"mutation {mutation!r} passed every probe: the suite would not gate it"
+
+
+# Mutations that break the kernel's default variant on the calibration's own operands. On CUDA each then calibrates
+# to no variant and every call falls back to the eager path, so the bit probes pass (the H200 run of 2026-12-03 showed
+# it: docs/gpu-runs/README.md) and only the calibration probe catches them. It must, on every backend.
+CAUGHT_BY_CALIBRATION = [
+    "real-part-fuses-second-product",
+    "imaginary-part-fuses-second-product",
+    "real-part-unfused",
+    "imaginary-part-unfused",
+    "frequencies-shared-across-positions",
+]
+
+
+@pytest.mark.parametrize("mutation", CAUGHT_BY_CALIBRATION)
+def test_calibration_probe_catches_a_broken_default_variant(rope, device, tmp_path, mutation):
+    module = _mutant(MUTATIONS, mutation, tmp_path)
+    case = Case("fp32", "query", "contiguous", False, "normal", small=True)
+    with pytest.raises(AssertionError, match="calibration against"):
+        _calibration_selects_the_kernel(case, device, module)
 
 
 @pytest.mark.parametrize("mutation", list(LAYOUT_MUTATIONS))

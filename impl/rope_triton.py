@@ -929,7 +929,8 @@ def _apply_rope_torch(values: torch.Tensor, angles: torch.Tensor, inverse: bool 
 
     Every step is kept, ``.contiguous()`` included: which CUDA kernel PyTorch runs for the complex multiply (and for
     its backward) depends on its operands' layout, so for FP32 values, where ``.float()`` is a no-op, skipping the
-    copy would hand the multiply a strided view and could change the path the bits come from.
+    copy would hand the multiply a strided view and could change the path the bits come from. One step is added:
+    a rotary block at an odd storage offset, which Automodel's code cannot view as complex, is copied first.
 
     Args:
         values: ``[batch, sequence, channels]`` or ``[batch, sequence, heads, channels]``.
@@ -940,7 +941,12 @@ def _apply_rope_torch(values: torch.Tensor, angles: torch.Tensor, inverse: bool 
         A new contiguous tensor: ``values`` with its last ``2 * pairs`` channels rotated.
     """
     rotary_dim = angles.shape[-1] * 2
-    complex_pairs = torch.view_as_complex(values[..., -rotary_dim:].float().unflatten(-1, (-1, 2)).contiguous())
+    pairs = values[..., -rotary_dim:].float().unflatten(-1, (-1, 2)).contiguous()
+    if pairs.storage_offset() % 2:
+        # FP32 rows of an odd channel count under leading size-1 dimensions: the block is contiguous, so nothing
+        # was copied, but it starts mid-complex-element, where view_as_complex refuses (Automodel's code raises).
+        pairs = pairs.clone(memory_format=torch.contiguous_format)
+    complex_pairs = torch.view_as_complex(pairs)
     frequencies = torch.polar(torch.ones_like(angles), angles)
     if values.dim() == 4:
         frequencies = frequencies.unsqueeze(2)

@@ -14,6 +14,8 @@ autograd's accumulation of two partial gradients (:func:`accumulate_partial_grad
 with the kernel under test.
 """
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
@@ -81,6 +83,31 @@ def complex_multiply(
     real = _contracted(x0, cos, x1, sin, -1, real_variant)
     imag = _contracted(x0, sin, x1, cos, +1, imag_variant)
     return real, imag
+
+
+def eager_multiply(
+    contraction_of_size: Callable[[int], tuple[str, str]],
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """A stand-in for a device's eager complex multiply, of known contraction: :func:`complex_multiply` in the variant
+    ``contraction_of_size(numel)`` picks (so one variant for whole vectors and another for short tensors can be
+    modelled). Calibration tests hand it to ``impl.rope_triton.calibrate(multiply=...)``.
+
+    Args:
+        contraction_of_size: the variant for a product of that many complex elements.
+
+    Returns:
+        ``multiply(values, factors)``: complex64 ``values * factors`` (factors broadcast, a conjugate view resolved),
+        on ``values``' device.
+    """
+
+    def multiply(values: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
+        factors = factors.resolve_conj().expand(values.shape)
+        x = torch.view_as_real(values.contiguous()).cpu().numpy()
+        f = torch.view_as_real(factors.contiguous()).cpu().numpy()
+        real, imag = complex_multiply(x[..., 0], x[..., 1], f[..., 0], f[..., 1], contraction_of_size(values.numel()))
+        return torch.complex(torch.from_numpy(real), torch.from_numpy(imag)).to(values.device)
+
+    return multiply
 
 
 def accumulate_partial_gradients(copied_part: torch.Tensor, rotary_part: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""CPU speed of the two oracles, each as a multiple of plain passes over the same tensor timed in the same run.
+"""CPU speed of the oracle and the truth, each as a multiple of plain passes over the same tensor timed in the same run.
 
 From the repository root, on any machine (no GPU needed)::
 
@@ -6,7 +6,7 @@ From the repository root, on any machine (no GPU needed)::
     python -m benchmarks.oracle_speed --sequence 256 --json out.json
 
 It times ``oracle.eager.apply_rope`` (the bits of eager CUDA, fed ``torch.polar`` frequencies made beforehand) and
-``oracle.reference.apply_rope`` (the float64 truth) on the same input, and two passes over that input: a copy
+``oracle.truth.apply_rope`` (the float64 truth) on the same input, and two passes over that input: a copy
 (``clone``) and a widening to float32 (``.float()``). Each row gives the median time of ``--repeats`` calls and its
 ratio to each pass, which says more than seconds on a shared or different machine. It prints a table and, with
 ``--json``, writes the rows with the environment. Speed is measured here, never asserted in a test.
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from conformance import provenance
-from oracle import eager, reference
+from oracle import eager, truth
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 # The passes every row is divided by, and the column each ratio goes in.
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--channels", type=int, default=512)
     parser.add_argument("--pairs", type=int, default=32, help="rotary pairs (the last 2 * PAIRS channels rotate)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="bfloat16")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (the oracles' numpy is single-threaded)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (numpy, under both, is single-threaded)")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls of each function; the median is shown")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the rows and the environment here")
     return parser
@@ -60,13 +60,13 @@ def wall_times(fn: Callable[[], object], repeats: int) -> list[float]:
 
 
 def measure(values: torch.Tensor, angles: torch.Tensor, repeats: int) -> list[dict[str, Any]]:
-    """Times the two passes and the two oracles on `values`; returns one row each, with ratios to the passes."""
+    """Times the two passes, the oracle and the truth on `values`; returns one row each, with ratios to the passes."""
     frequencies = torch.polar(torch.ones_like(angles), angles)
     functions = {
         "copy": values.clone,
         "widen": values.float,
         "oracle.eager.apply_rope": lambda: eager.apply_rope(values, frequencies),
-        "oracle.reference.apply_rope": lambda: reference.apply_rope(values, angles),
+        "oracle.truth.apply_rope": lambda: truth.apply_rope(values, angles),
     }
     for name in PASSES:
         functions[name]()  # first touch of the output pages stays out of the passes' times

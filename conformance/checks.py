@@ -35,7 +35,8 @@ from conformance.cases import INTEGER_VIEW, Case, make_angles, make_values
 from conformance.implementation import Implementation, Judged, judged
 from conformance.layouts import GeneratedInputs, LayoutSpec, build_inputs
 from oracle import eager as oracle_eager
-from oracle import reference, ulp
+from oracle import truth as oracle_truth
+from oracle import ulp
 
 SAMPLED_POSITIONS = 32
 # Norm-wise error bound vs the float64 truth, in ulps of the pair magnitude in the output dtype. Derivation
@@ -351,7 +352,7 @@ def error_within_bound(
     run = run_forward(case, device, implementation)
     chosen = positions(run.values.shape[1], device)
     pairs = case.shape.pairs
-    truth = reference.apply_rope(on_cpu(run.values, chosen), on_cpu(run.angles, chosen), inverse=case.inverse)
+    truth = oracle_truth.apply_rope(on_cpu(run.values, chosen), on_cpu(run.angles, chosen), inverse=case.inverse)
     rotated, rotated_truth = on_cpu(run.output, chosen)[..., -2 * pairs :], truth[..., -2 * pairs :]
     elementwise = ulp.summarize(ulp.error(rotated, rotated_truth))
     normwise_errors = ulp.normwise_error(rotated, rotated_truth)
@@ -383,7 +384,7 @@ def error_within_bound(
 def oracle_matches_eager(case: Case, device: torch.device, ulp_drift=None) -> None:
     """The oracle's GPU proof: fed the device's ``torch.polar`` frequencies and its calibrated contraction, it gives
     eager CUDA's forward and autograd backward bits, NaN payloads and signed zeros included, on the sampled
-    positions. Independent of any implementation judged: it tests the reference the CPU suite stands on."""
+    positions. Independent of any implementation judged: it tests the oracle the CPU suite stands on."""
     values, angles = make_values(case, device), make_angles(case, device)
     grad_output = make_values(case, device, salt=1)
     leaf = values.detach().requires_grad_(True)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from oracle import reference, ulp
+from oracle import truth, ulp
 from oracle.eager import apply_rope, apply_rope_backward, complex_multiply
 from oracle.rounding import widen_to_float32
 
@@ -138,7 +138,7 @@ def test_accuracy_against_float64_truth(dtype):
     # less than sqrt(2) + 2 float32 ulps of the pair magnitude; narrowing adds at most half a (much larger) ulp.
     values, angles = _inputs(dtype, shape=(2, 256, 4, 24), pairs=8, seed=2)
     out = apply_rope(values, _frequencies(angles))
-    error = ulp.normwise_error(out[..., -16:], reference.apply_rope(values, angles)[..., -16:])
+    error = ulp.normwise_error(out[..., -16:], truth.apply_rope(values, angles)[..., -16:])
     bound = 3.5 if dtype == torch.float32 else 0.5 + 2.0**-10
     assert float(error.max()) <= bound
 

@@ -1,4 +1,4 @@
-"""The float64 truth against mpmath, on random and adversarial samples, with the bound proved in oracle.reference."""
+"""The float64 truth against mpmath, on random and adversarial samples, with the bound proved in oracle.truth."""
 
 import math
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from oracle.reference import NORMWISE_BOUND_ULPS, apply_rope, apply_rope_mpmath, certify
 from oracle.rounding import widen_to_float32
+from oracle.truth import NORMWISE_BOUND_ULPS, apply_rope, apply_rope_mpmath, certify
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 SAMPLES = 1500

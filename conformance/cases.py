@@ -15,8 +15,9 @@ import zlib
 
 import torch
 
+from oracle.rounding import INTEGER_VIEW
+
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-INTEGER_VIEW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
 MANTISSA_BITS = {torch.bfloat16: 7, torch.float16: 10, torch.float32: 23}
 ROPE_BASE = 10000.0
 

@@ -31,12 +31,13 @@ import numpy as np
 import torch
 
 from conformance import backend
-from conformance.cases import INTEGER_VIEW, Case, make_angles, make_values
+from conformance.cases import Case, make_angles, make_values
 from conformance.implementation import Implementation, Judged, judged
 from conformance.layouts import GeneratedInputs, LayoutSpec, build_inputs
 from oracle import eager as oracle_eager
 from oracle import truth as oracle_truth
 from oracle import ulp
+from oracle.rounding import INTEGER_VIEW, bits
 
 SAMPLED_POSITIONS = 32
 # Norm-wise error bound vs the float64 truth, in ulps of the pair magnitude in the output dtype. Derivation
@@ -80,7 +81,8 @@ def run_forward(case: Case, device: torch.device, implementation: Judged) -> For
     angles = make_angles(case, device)
     values_before, angles_before = values.clone(), angles.clone()
     output = judged(implementation).forward(values, angles, case.inverse)
-    assert _same_bits(values, values_before) and _same_bits(angles, angles_before), f"{case.id}: inputs were written"
+    for given, before in ((values, values_before), (angles, angles_before)):
+        assert torch.equal(bits(given), bits(before)), f"{case.id}: inputs were written"
     return ForwardRun(values, angles, output)
 
 
@@ -209,15 +211,8 @@ def describe_mismatch(
 def _hex(tensor: torch.Tensor, coordinates: tuple[int, ...]) -> str:
     element = tensor.detach()[coordinates].cpu()
     width = 4 if tensor.element_size() == 2 else 8
-    bits = int(element.reshape(1).view(INTEGER_VIEW[tensor.dtype]).item()) & ((1 << (4 * width)) - 1)
-    return f"0x{bits:0{width}X}({float(element):.9g})"
-
-
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    integer = INTEGER_VIEW.get(a.dtype)
-    if integer is None:
-        return torch.equal(a, b)
-    return torch.equal(a.contiguous().view(integer), b.contiguous().view(integer))
+    pattern = int(bits(element.reshape(1)).item()) & ((1 << (4 * width)) - 1)
+    return f"0x{pattern:0{width}X}({float(element):.9g})"
 
 
 def forward_matches_oracle(
@@ -275,7 +270,7 @@ def in_place_matches(case: Case, device: torch.device, implementation: Judged, u
     out_of_place = implementation.forward(before, angles, case.inverse)
     result = implementation.in_place(values, angles, inverse=case.inverse)
     assert result is values, f"{case.id}: {implementation.in_place_name} returned a new tensor, not values"
-    assert _same_bits(angles, angles_before), f"{case.id}: the in-place op wrote its angles"
+    assert torch.equal(bits(angles), bits(angles_before)), f"{case.id}: the in-place op wrote its angles"
     rotated, before_rotary = values[..., leading:], before[..., leading:]
     assert_bits(
         ulp_drift, "in-place-vs-out-of-place", case, device, rotated, out_of_place[..., leading:], values=before_rotary

@@ -12,13 +12,7 @@ import pytest
 import torch
 
 from conformance import checks
-from conformance.cases import INTEGER_VIEW
-
-
-def _bits(tensor: torch.Tensor) -> torch.Tensor:
-    integer = INTEGER_VIEW.get(tensor.dtype)
-    tensor = tensor.detach().contiguous()
-    return tensor.view(integer) if integer is not None else tensor
+from oracle.rounding import bits
 
 
 def _inputs(device, dtype=torch.bfloat16, shape=(2, 6, 3, 40), pairs=8, angle_shape=None, angle_dtype=torch.float32):
@@ -52,7 +46,7 @@ def test_fallbacks_return_eager_bits(rope, device, label, dtype, angle_dtype, an
     angles.requires_grad_(angles_require_grad)
     assert not rope._uses_fused_kernel(values, angles), label
     output = rope.apply_rope_triton(values, angles, False)
-    assert torch.equal(_bits(output), _bits(rope._apply_rope_torch(values, angles, False)))
+    assert torch.equal(bits(output), bits(rope._apply_rope_torch(values, angles, False)))
 
 
 def test_angles_requiring_grad_get_eager_gradient(rope, device):
@@ -64,7 +58,7 @@ def test_angles_requiring_grad_get_eager_gradient(rope, device):
     fused_grads = torch.autograd.grad(output, (values, angles), upstream)
     eager_grads = torch.autograd.grad(rope._apply_rope_torch(values, angles, False), (values, angles), upstream)
     for fused, eager in zip(fused_grads, eager_grads, strict=True):
-        assert torch.equal(_bits(fused), _bits(eager))
+        assert torch.equal(bits(fused), bits(eager))
 
 
 def test_angles_requiring_grad_under_no_grad_run_the_kernel(rope, device):
@@ -78,7 +72,7 @@ def test_cpu_tensors_take_the_eager_path_without_the_interpreter(rope, monkeypat
     values, angles = _inputs(torch.device("cpu"))
     monkeypatch.setattr(rope, "_INTERPRETED", False)
     assert not rope._uses_fused_kernel(values, angles)
-    assert torch.equal(_bits(rope.apply_rope_triton(values, angles)), _bits(rope._apply_rope_torch(values, angles)))
+    assert torch.equal(bits(rope.apply_rope_triton(values, angles)), bits(rope._apply_rope_torch(values, angles)))
 
 
 @pytest.mark.parametrize(
@@ -101,7 +95,7 @@ def test_broadcast_angles_run_fused_with_eager_bits(rope, device, label, values_
     from oracle import eager
 
     expected = eager.apply_rope(values.cpu(), frequencies.cpu(), inverse=True)
-    assert torch.equal(_bits(fused.cpu()), _bits(expected))
+    assert torch.equal(bits(fused.cpu()), bits(expected))
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 3), (1, 1, 1, 37)], ids=["3d", "4d"])
@@ -113,9 +107,9 @@ def test_eager_path_takes_a_rotary_block_starting_mid_pair(rope, device, shape):
     assert values[..., -2:].storage_offset() % 2 == 1
     rotary = values[..., -2:]
     expected = rope._apply_rope_torch(rotary.clone(), angles, True)
-    assert torch.equal(_bits(rope._apply_rope_torch(values, angles, True)[..., -2:]), _bits(expected))
+    assert torch.equal(bits(rope._apply_rope_torch(values, angles, True)[..., -2:]), bits(expected))
     rope._rotate_in_place_eagerly(values, angles, True)
-    assert torch.equal(_bits(values[..., -2:]), _bits(expected))
+    assert torch.equal(bits(values[..., -2:]), bits(expected))
 
 
 def test_output_is_new_contiguous_storage(rope, device):
@@ -130,7 +124,7 @@ def test_empty_sequence(rope, device):
     values, angles = _inputs(device, torch.bfloat16, (1, 0, 2, 16), pairs=4, angle_shape=(1, 0, 4))
     output = rope.apply_rope_triton(values, angles)
     assert output.shape == values.shape
-    assert torch.equal(_bits(output), _bits(rope._apply_rope_torch(values, angles)))
+    assert torch.equal(bits(output), bits(rope._apply_rope_torch(values, angles)))
 
 
 def test_more_rows_than_the_kernel_indexes_take_the_eager_path(rope, device):
@@ -177,7 +171,7 @@ def test_later_calls_launch_the_compiled_kernel_directly(rope, gpu, monkeypatch)
     first = rope.apply_rope_triton(values, angles)
     (plan,) = rope._PLANS.values()
     assert plan.compiled is not None, "the first launch kept no compiled kernel"
-    assert torch.equal(_bits(rope.apply_rope_triton(values, angles)), _bits(first))
+    assert torch.equal(bits(rope.apply_rope_triton(values, angles)), bits(first))
 
 
 @pytest.mark.parametrize("source", ["in-kernel", "table"])
@@ -202,4 +196,4 @@ def test_programs_whose_rows_share_a_position_compute_its_frequencies_once(
     output = rope._launch(values, angles, False, config=config)
     frequencies = checks.kernel_frequencies_of(angles, rope).cpu()
     expected = eager.apply_rope(values.cpu(), frequencies, contraction=checks.contraction_of(device))
-    assert torch.equal(_bits(output.cpu()), _bits(expected))
+    assert torch.equal(bits(output.cpu()), bits(expected))

@@ -17,11 +17,8 @@ import pytest
 import torch
 
 from conformance import checks
-from conformance.cases import INTEGER_VIEW, Case, case_params, make_angles, make_values
-
-
-def _bits(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.detach().contiguous().view(INTEGER_VIEW[tensor.dtype])
+from conformance.cases import Case, case_params, make_angles, make_values
+from oracle.rounding import bits
 
 
 @pytest.mark.parametrize("case", case_params())
@@ -75,7 +72,7 @@ def test_refused_inputs_leave_values_unchanged(in_place_impl, device, label):
     expected = (error, words) if in_place_impl.is_project_kernel else (Exception, "")  # another's: any exception
     with pytest.raises(expected[0], match=expected[1]):
         in_place_impl.in_place(values, angles, inverse=False)
-    assert torch.equal(_bits(values), _bits(before)), f"{label}: refused, yet values were written"
+    assert torch.equal(bits(values), bits(before)), f"{label}: refused, yet values were written"
 
 
 def test_values_requiring_grad_are_accepted_under_no_grad(in_place_impl, device):
@@ -84,7 +81,7 @@ def test_values_requiring_grad_are_accepted_under_no_grad(in_place_impl, device)
     expected = in_place_impl.forward(values.detach(), angles)
     with torch.no_grad():
         in_place_impl.in_place(values, angles)
-    assert torch.equal(_bits(values), _bits(expected))
+    assert torch.equal(bits(values), bits(expected))
 
 
 def test_version_counter_is_bumped(in_place_impl, device):
@@ -135,8 +132,8 @@ def test_compile_fullgraph_gives_eager_mode_bits(in_place_impl, device):
     compiled_values, eager_mode_values = values.clone(), values.clone()
     compiled(compiled_values, angles)
     step(eager_mode_values, angles)
-    assert torch.equal(_bits(compiled_values), _bits(eager_mode_values))
-    assert not torch.equal(_bits(compiled_values), _bits(values)), "the compiled call rotated nothing"
+    assert torch.equal(bits(compiled_values), bits(eager_mode_values))
+    assert not torch.equal(bits(compiled_values), bits(values)), "the compiled call rotated nothing"
 
 
 @pytest.mark.gpu
@@ -152,4 +149,4 @@ def test_cuda_graph_replay_rotates_in_place(in_place_impl, gpu):
         fresh = make_values(Case("bf16", "batch3", "transposed", False, "normal"), gpu, salt=salt)
         static.copy_(fresh)
         graph.replay()
-        assert torch.equal(_bits(static), _bits(in_place_impl.forward(fresh, angles)))
+        assert torch.equal(bits(static), bits(in_place_impl.forward(fresh, angles)))

@@ -14,13 +14,10 @@ import pytest
 import torch
 
 from conformance import checks
-from conformance.cases import INTEGER_VIEW, Case, make_angles, make_values
+from conformance.cases import Case, make_angles, make_values
+from oracle.rounding import bits
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-
-
-def _bits(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.detach().contiguous().view(INTEGER_VIEW[tensor.dtype])
 
 
 def _inputs(device: torch.device, dtype_name: str, layout: str = "transposed", regime: str = "normal"):
@@ -50,7 +47,7 @@ def test_compile_fullgraph_gives_eager_mode_bits(impl_under_test, device, dtype_
         (gradient,) = torch.autograd.grad(output, leaf, upstream)
         results[name] = (output, gradient)
     for compiled_result, eager_result in zip(results["compiled"], results["eager-mode"], strict=True):
-        assert torch.equal(_bits(compiled_result), _bits(eager_result))
+        assert torch.equal(bits(compiled_result), bits(eager_result))
 
 
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
@@ -84,7 +81,7 @@ def test_double_backward_is_the_forward_rotation(impl_under_test, device, dtype_
 def test_deterministic_run_to_run(impl_under_test, device, dtype_name):
     _, values, angles = _inputs(device, dtype_name, regime="special")
     first, second = impl_under_test.forward(values, angles), impl_under_test.forward(values, angles)
-    assert torch.equal(_bits(first), _bits(second))
+    assert torch.equal(bits(first), bits(second))
 
 
 @pytest.mark.gpu
@@ -106,8 +103,8 @@ def test_cuda_graph_replay_gives_direct_call_bits(impl_under_test, gpu, dtype_na
         graph_output.backward(upstream)
         direct_output = step(direct_leaf)
         direct_output.backward(upstream)
-        assert torch.equal(_bits(graph_output), _bits(direct_output))
-        assert torch.equal(_bits(graph_leaf.grad), _bits(direct_leaf.grad))
+        assert torch.equal(bits(graph_output), bits(direct_output))
+        assert torch.equal(bits(graph_leaf.grad), bits(direct_leaf.grad))
 
 
 @pytest.mark.gpu

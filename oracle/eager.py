@@ -20,9 +20,8 @@ import numpy as np
 import torch
 
 from oracle.fma import canonicalize_nan32, fma32, multiply32
-from oracle.rounding import SUPPORTED_DTYPES, round_to_dtype, widen_to_float32
+from oracle.rounding import INTEGER_VIEW, SUPPORTED_DTYPES, round_to_dtype, widen_to_float32
 
-_INTEGER_VIEW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
 # Pairs per chunk: bounds the float64 temporaries of fma32 to a few tens of MB.
 _PAIRS_PER_CHUNK = 1 << 19
 
@@ -209,7 +208,7 @@ def _rotate(
 
 def _assemble(values: torch.Tensor, rotated: torch.Tensor) -> torch.Tensor:
     """Contiguous copy of ``values`` (a bit copy, NaN payloads kept) with its last channels replaced by ``rotated``."""
-    integer = _INTEGER_VIEW[values.dtype]
+    integer = INTEGER_VIEW[values.dtype]
     out = torch.empty(values.shape, dtype=values.dtype)
     out.view(integer).copy_(values.detach().cpu().view(integer))
     out.view(integer)[..., values.shape[-1] - rotated.shape[-1] :] = rotated.view(integer)
@@ -274,7 +273,7 @@ def apply_rope_backward(
         ValueError: shapes do not fit.
     """
     rotated = _rotate(grad_output, frequencies, 1 if inverse else -1, "grad_output", contraction)
-    integer = _INTEGER_VIEW[grad_output.dtype]
+    integer = INTEGER_VIEW[grad_output.dtype]
     channels = grad_output.shape[-1]
     rotary_start = channels - rotated.shape[-1]
     copied_part = torch.zeros(grad_output.shape, dtype=grad_output.dtype)

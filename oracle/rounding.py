@@ -21,6 +21,8 @@ CANONICAL_NAN_BITS = {
     torch.float32: FLOAT32_CANONICAL_NAN_BITS,
 }
 SUPPORTED_DTYPES = tuple(CANONICAL_NAN_BITS)
+# The integer dtype of the same width as each supported dtype: a view through it reads or writes bit patterns.
+INTEGER_VIEW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
 
 _FLOAT32_MAGNITUDE_MASK = 0x7FFFFFFF
 _FLOAT32_EXPONENT_MASK = 0x7F800000
@@ -29,6 +31,22 @@ _FLOAT16_INFINITY = 0x7C00
 _FLOAT16_REBIAS = (127 - 15) << 23
 # Elements per block of the bit-twiddling passes: large enough to amortize numpy overhead, small enough for cache.
 _BLOCK = 1 << 14
+
+
+def bits(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor's bit patterns, for comparing bit for bit (``torch.equal(bits(a), bits(b))``).
+
+    Args:
+        tensor: any tensor, any strides and device.
+
+    Returns:
+        A detached contiguous tensor on the same device: for bfloat16, float16 and float32 a view of its bits as the
+        integer of the same width (:data:`INTEGER_VIEW`), so NaN payloads and the signs of zeros count; any other dtype
+        unchanged. It may alias ``tensor``: clone it to keep a snapshot.
+    """
+    tensor = tensor.detach().contiguous()
+    integer = INTEGER_VIEW.get(tensor.dtype)
+    return tensor if integer is None else tensor.view(integer)
 
 
 def _float32_bits(values: np.ndarray | torch.Tensor) -> np.ndarray:

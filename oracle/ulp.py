@@ -20,7 +20,7 @@ import math
 import numpy as np
 import torch
 
-from oracle.rounding import widen_to_float32
+from oracle.rounding import bits, widen_to_float32
 
 INFINITE_DISTANCE = torch.iinfo(torch.int64).max
 
@@ -32,16 +32,15 @@ HISTOGRAM_EDGES: tuple[float, ...] = (0.0, 0.5, *(float(2**k) for k in range(21)
 @dataclasses.dataclass(frozen=True)
 class _Format:
     bits: int
-    integer_dtype: torch.dtype
     precision: int  # significand bits, implicit bit included
     min_exponent: int  # exponent of the smallest normal
     max_exponent: int  # exponent of the largest finite binade
 
 
 _FORMATS = {
-    torch.bfloat16: _Format(16, torch.int16, 8, -126, 127),
-    torch.float16: _Format(16, torch.int16, 11, -14, 15),
-    torch.float32: _Format(32, torch.int32, 24, -126, 127),
+    torch.bfloat16: _Format(16, 8, -126, 127),
+    torch.float16: _Format(16, 11, -14, 15),
+    torch.float32: _Format(32, 24, -126, 127),
 }
 
 
@@ -66,14 +65,13 @@ def _check_pair(actual: torch.Tensor, expected: torch.Tensor) -> _Format:
 
 def _unsigned_bits(tensor: torch.Tensor, fmt: _Format) -> torch.Tensor:
     """Flat int64 bit patterns (0 .. 2^bits - 1) of a tensor in row-major (contiguous) order."""
-    bits = tensor.detach().cpu().contiguous().view(fmt.integer_dtype).reshape(-1).to(torch.int64)
-    return bits & ((1 << fmt.bits) - 1)
+    return bits(tensor).cpu().reshape(-1).to(torch.int64) & ((1 << fmt.bits) - 1)
 
 
-def _ordered_keys(bits: torch.Tensor, fmt: _Format) -> torch.Tensor:
+def _ordered_keys(patterns: torch.Tensor, fmt: _Format) -> torch.Tensor:
     """Map sign-magnitude patterns to integers that increase with the value, both zeros at 0."""
-    magnitude = bits & ((1 << (fmt.bits - 1)) - 1)
-    return torch.where(bits >> (fmt.bits - 1) == 1, -magnitude, magnitude)
+    magnitude = patterns & ((1 << (fmt.bits - 1)) - 1)
+    return torch.where(patterns >> (fmt.bits - 1) == 1, -magnitude, magnitude)
 
 
 def distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -145,8 +143,8 @@ def compare_bits(actual: torch.Tensor, expected: torch.Tensor) -> BitDifferences
         raise ValueError(f"tensors must be on one device: {actual.device} vs {expected.device}")
     flat_actual = actual.detach().contiguous().reshape(-1)
     flat_expected = expected.detach().contiguous().reshape(-1)
-    bits_actual = flat_actual.view(fmt.integer_dtype)
-    bits_expected = flat_expected.view(fmt.integer_dtype)
+    bits_actual = bits(flat_actual)
+    bits_expected = bits(flat_expected)
     differ = bits_actual != bits_expected
     if not bool(differ.any()):
         return BitDifferences(flat_actual.numel(), 0, 0, 0, 0, None)

@@ -12,15 +12,11 @@ import torch
 from hypothesis import given, settings
 
 from conformance import strategies
-from conformance.cases import INTEGER_VIEW
 from conformance.generated import SHARDS, DriftTally, run_shard
 from conformance.layouts import LayoutSpec, StridedLayout, build_inputs
+from oracle.rounding import bits
 
 CPU = torch.device("cpu")
-
-
-def _bits(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.contiguous().view(INTEGER_VIEW[tensor.dtype])
 
 
 def _spec(values: torch.Tensor, angles: torch.Tensor, gradient: torch.Tensor | None = None, **fields) -> LayoutSpec:
@@ -88,7 +84,7 @@ def test_reproduction_code_rebuilds_the_inputs_bit_for_bit(spec):
     for name in ("values", "angles", "grad_output"):
         rebuilt, built = namespace[name], getattr(inputs, name)
         assert rebuilt.stride() == built.stride() and rebuilt.storage_offset() == built.storage_offset(), name
-        assert torch.equal(_bits(rebuilt), _bits(built)), name
+        assert torch.equal(bits(rebuilt), bits(built)), name
     assert namespace["output"].shape == spec.values.shape
 
 

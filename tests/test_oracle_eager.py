@@ -9,17 +9,16 @@ import torch
 
 from oracle import truth, ulp
 from oracle.eager import apply_rope, apply_rope_backward, complex_multiply
-from oracle.rounding import widen_to_float32
+from oracle.rounding import INTEGER_VIEW, bits, widen_to_float32
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
-INTEGER = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
 CANONICAL_NAN = {torch.bfloat16: 0x7FFF, torch.float16: 0x7FFF, torch.float32: 0x7FFFFFFF}
 SIGN_BIT = {torch.bfloat16: 0x8000, torch.float16: 0x8000, torch.float32: 0x80000000}
 
 
-def _bits(tensor: torch.Tensor) -> torch.Tensor:
-    width = 8 * tensor.element_size()
-    return tensor.contiguous().view(INTEGER[tensor.dtype]).to(torch.int64) & ((1 << width) - 1)
+def _unsigned_bits(tensor: torch.Tensor) -> torch.Tensor:
+    """Bit patterns as int64 from 0 to 2**width - 1, to compare with the constants above."""
+    return bits(tensor).to(torch.int64) & ((1 << 8 * tensor.element_size()) - 1)
 
 
 def _frequencies(angles: torch.Tensor) -> torch.Tensor:
@@ -49,9 +48,9 @@ def _torch_cpu_eager(values, frequencies, inverse=False):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_angle_zero_is_identity(dtype):
     values, _ = _inputs(dtype)
-    values.view(INTEGER[dtype])[0, 0, 0, 0] = 0x7FC1 if dtype != torch.float32 else 0x7FC00001
+    values.view(INTEGER_VIEW[dtype])[0, 0, 0, 0] = 0x7FC1 if dtype != torch.float32 else 0x7FC00001
     out = apply_rope(values, _frequencies(torch.zeros(2, 5, 4)))
-    assert torch.equal(_bits(out), _bits(values))
+    assert torch.equal(bits(out), bits(values))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -63,7 +62,7 @@ def test_quarter_turn_swaps_the_pair(dtype, inverse):
     out = apply_rope(values, exact_quarter, inverse=inverse)
     x0, x1 = values[..., 0::2], values[..., 1::2]
     expected = torch.stack((x1, -x0) if inverse else (-x1, x0), dim=-1).flatten(-2)
-    assert torch.equal(_bits(out), _bits(expected))
+    assert torch.equal(bits(out), bits(expected))
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -72,7 +71,7 @@ def test_polar_of_half_pi_rounds_to_the_swap(dtype):
     values, _ = _inputs(dtype, shape=(1, 64, 8))
     out = apply_rope(values, _frequencies(torch.full((1, 64, 4), math.pi / 2)))
     x0, x1 = values[..., 0::2], values[..., 1::2]
-    assert torch.equal(_bits(out), _bits(torch.stack((-x1, x0), dim=-1).flatten(-2)))
+    assert torch.equal(bits(out), bits(torch.stack((-x1, x0), dim=-1).flatten(-2)))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -86,7 +85,7 @@ def test_inverse_undoes_forward_within_rounding(dtype):
     # so one component can carry up to sqrt(2)/2 of it: 0.5 + 0.71 plus float32 noise.
     bound = 1.25 if dtype != torch.float32 else 4.0
     assert float(error.max()) <= bound
-    assert torch.equal(_bits(back[..., :4]), _bits(values[..., :4]))
+    assert torch.equal(bits(back[..., :4]), bits(values[..., :4]))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -96,9 +95,9 @@ def test_transposed_view_equals_contiguous_copy(dtype):
     frequencies = _frequencies(torch.rand(2, 5, 4, generator=torch.Generator().manual_seed(9)) * 100)
     out = apply_rope(view, frequencies)
     assert out.is_contiguous() and out.shape == view.shape
-    assert torch.equal(_bits(out), _bits(apply_rope(view.contiguous(), frequencies)))
+    assert torch.equal(bits(out), bits(apply_rope(view.contiguous(), frequencies)))
     grad = apply_rope_backward(view, frequencies)
-    assert torch.equal(_bits(grad), _bits(apply_rope_backward(view.contiguous(), frequencies)))
+    assert torch.equal(bits(grad), bits(apply_rope_backward(view.contiguous(), frequencies)))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -106,9 +105,9 @@ def test_broadcast_frequencies(dtype):
     values, angles = _inputs(dtype, shape=(3, 5, 2, 10))
     shared = _frequencies(angles[:1])  # [1, S, P] with B = 3
     expected = apply_rope(values, shared.expand(3, 5, 4).contiguous())
-    assert torch.equal(_bits(apply_rope(values, shared)), _bits(expected))
-    assert torch.equal(_bits(apply_rope(values, shared[0])), _bits(expected))  # [S, P]
-    assert torch.equal(_bits(apply_rope(values, torch.view_as_real(shared))), _bits(expected))
+    assert torch.equal(bits(apply_rope(values, shared)), bits(expected))
+    assert torch.equal(bits(apply_rope(values, shared[0])), bits(expected))  # [S, P]
+    assert torch.equal(bits(apply_rope(values, torch.view_as_real(shared))), bits(expected))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -117,7 +116,7 @@ def test_three_dimensional_values(dtype):
     frequencies = _frequencies(angles)
     out = apply_rope(values, frequencies)
     per_head = apply_rope(values.unsqueeze(2), frequencies).squeeze(2)
-    assert torch.equal(_bits(out), _bits(per_head))
+    assert torch.equal(bits(out), bits(per_head))
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -204,11 +203,11 @@ def test_hand_computed_fma_case():
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_nan_handling_forward(dtype):
     values, angles = _inputs(dtype, shape=(1, 2, 8))
-    integer = values.view(INTEGER[dtype])
+    integer = values.view(INTEGER_VIEW[dtype])
     payload = 0x7FC1 if dtype != torch.float32 else 0x7FC00001
     integer[0, 0, 0] = payload  # copied channel: bit copy keeps the payload
     integer[0, 0, 4] = payload  # rotary channel: arithmetic makes it canonical
-    out = _bits(apply_rope(values, _frequencies(angles[..., :2])))
+    out = _unsigned_bits(apply_rope(values, _frequencies(angles[..., :2])))
     assert int(out[0, 0, 0]) == payload
     assert int(out[0, 0, 4]) == int(out[0, 0, 5]) == CANONICAL_NAN[dtype]
 
@@ -220,24 +219,24 @@ def test_backward_rotates_by_the_conjugate(dtype, inverse):
     frequencies = _frequencies(angles)
     result = apply_rope_backward(grad, frequencies, inverse=inverse)
     expected = apply_rope(grad, frequencies, inverse=not inverse)
-    assert torch.equal(_bits(result), _bits(expected))
+    assert torch.equal(bits(result), bits(expected))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_backward_canonicalizes_zeros_and_nans_everywhere(dtype):
     grad = torch.tensor([[[1.0, -0.0, 0.0, 2.0, -0.0, -0.0, 3.0, -4.0]]], dtype=dtype)
-    integer = grad.view(INTEGER[dtype])
+    integer = grad.view(INTEGER_VIEW[dtype])
     negative_payload_nan = 0xFFC1 - 0x10000 if dtype != torch.float32 else -0x3FFFFF  # 0xFFC1 / 0xFFC00001
     integer[0, 0, 3] = negative_payload_nan  # copied channel
     integer[0, 0, 6] = negative_payload_nan  # rotary channel
     frequencies = _frequencies(torch.zeros(1, 1, 2))  # angle 0: the backward's conjugate has sine -0
-    out = _bits(apply_rope_backward(grad, frequencies))[0, 0].tolist()
+    out = _unsigned_bits(apply_rope_backward(grad, frequencies))[0, 0].tolist()
     nan = CANONICAL_NAN[dtype]
-    one = _bits(torch.tensor(1.0, dtype=dtype)).item()
+    one = _unsigned_bits(torch.tensor(1.0, dtype=dtype)).item()
     assert out[:4] == [one, 0, 0, nan]
     assert out[4:6] == [0, 0]
     assert out[6:] == [nan, nan]
-    assert not any(bits == SIGN_BIT[dtype] for bits in out)
+    assert not any(pattern == SIGN_BIT[dtype] for pattern in out)
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from oracle.rounding import CANONICAL_NAN_BITS, round_to_dtype, widen_to_float32
+from oracle.rounding import CANONICAL_NAN_BITS, bits, round_to_dtype, widen_to_float32
 
 NARROW_DTYPES = [torch.bfloat16, torch.float16]
 
 
 def _bits16(tensor: torch.Tensor) -> np.ndarray:
-    return tensor.view(torch.int16).numpy().view(np.uint16)
+    return bits(tensor).numpy().view(np.uint16)
 
 
 def _dense_patterns(dtype: torch.dtype) -> np.ndarray:
@@ -62,11 +62,10 @@ def test_random_patterns_match_torch(dtype):
 def test_every_nan_becomes_canonical(dtype):
     rng = np.random.default_rng(6)
     payloads = np.concatenate([[1, 0x400000, 0x7FFFFF, 0x3FFFFF], rng.integers(1, 1 << 23, 1000)]).astype(np.uint32)
-    bits = np.concatenate([0x7F800000 | payloads, 0xFF800000 | payloads]).astype(np.uint32)
-    result = round_to_dtype(bits.view(np.float32), dtype)
-    integer = torch.int32 if dtype == torch.float32 else torch.int16
+    nans = np.concatenate([0x7F800000 | payloads, 0xFF800000 | payloads]).astype(np.uint32)
+    result = round_to_dtype(nans.view(np.float32), dtype)
     mask = (1 << (8 * result.element_size())) - 1
-    assert set((result.view(integer).to(torch.int64) & mask).tolist()) == {CANONICAL_NAN_BITS[dtype]}
+    assert set((bits(result).to(torch.int64) & mask).tolist()) == {CANONICAL_NAN_BITS[dtype]}
 
 
 @pytest.mark.parametrize(
@@ -100,7 +99,7 @@ def test_widen_is_exact_for_every_16_bit_pattern(dtype):
     patterns = torch.from_numpy(np.arange(1 << 16, dtype=np.uint16).view(np.int16)).view(dtype)
     widened = widen_to_float32(patterns)
     nan = torch.isnan(patterns)
-    assert torch.equal(widened[~nan].view(torch.int32), patterns[~nan].float().view(torch.int32))
+    assert torch.equal(bits(widened[~nan]), bits(patterns[~nan].float()))
     assert bool(torch.isnan(widened[nan]).all())
     # NaN payloads survive: the mantissa moves up unchanged, so narrowing the bits back recovers them.
     shift = 16 if dtype == torch.bfloat16 else 13
@@ -113,7 +112,7 @@ def test_round_trip_of_every_non_nan_16_bit_pattern(dtype):
     patterns = torch.from_numpy(np.arange(1 << 16, dtype=np.uint16).view(np.int16)).view(dtype)
     nan = torch.isnan(patterns)
     back = round_to_dtype(widen_to_float32(patterns), dtype)
-    assert torch.equal(back[~nan].view(torch.int16), patterns[~nan].view(torch.int16))
+    assert torch.equal(bits(back[~nan]), bits(patterns[~nan]))
 
 
 def test_widen_accepts_strided_float32_and_copies():

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from oracle.rounding import INTEGER_VIEW
 from oracle.ulp import (
     HISTOGRAM_EDGES,
     INFINITE_DISTANCE,
@@ -19,13 +20,12 @@ from oracle.ulp import (
 )
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
-INTEGER = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
 
 
 def _from_bits(bits: list[int], dtype: torch.dtype) -> torch.Tensor:
     width = 32 if dtype == torch.float32 else 16
     signed = [b - (1 << width) if b >= 1 << (width - 1) else b for b in bits]
-    return torch.tensor(signed, dtype=INTEGER[dtype]).view(dtype)
+    return torch.tensor(signed, dtype=INTEGER_VIEW[dtype]).view(dtype)
 
 
 def _finfo_bits(dtype: torch.dtype) -> dict[str, int]:

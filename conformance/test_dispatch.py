@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from conformance import checks
+from conformance.cases import DTYPES
 from oracle.rounding import bits
 
 
@@ -23,7 +24,7 @@ def _inputs(device, dtype=torch.bfloat16, shape=(2, 6, 3, 40), pairs=8, angle_sh
     return values, angles
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("dtype", list(DTYPES.values()), ids=list(DTYPES))
 @pytest.mark.parametrize("rank", [3, 4], ids=["3d", "4d"])
 def test_supported_inputs_run_the_kernel(rope, device, dtype, rank):
     shape = (2, 6, 3, 40) if rank == 4 else (2, 6, 40)

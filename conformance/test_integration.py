@@ -14,10 +14,8 @@ import pytest
 import torch
 
 from conformance import checks
-from conformance.cases import Case, make_angles, make_values
+from conformance.cases import DTYPES, Case, make_angles, make_values
 from oracle.rounding import bits
-
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 def _inputs(device: torch.device, dtype_name: str, layout: str = "transposed", regime: str = "normal"):

@@ -9,9 +9,8 @@ import torch
 
 from oracle import truth, ulp
 from oracle.eager import apply_rope, apply_rope_backward, complex_multiply
-from oracle.rounding import INTEGER_VIEW, bits, widen_to_float32
+from oracle.rounding import INTEGER_VIEW, SUPPORTED_DTYPES, bits, widen_to_float32
 
-DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 CANONICAL_NAN = {torch.bfloat16: 0x7FFF, torch.float16: 0x7FFF, torch.float32: 0x7FFFFFFF}
 SIGN_BIT = {torch.bfloat16: 0x8000, torch.float16: 0x8000, torch.float32: 0x80000000}
 
@@ -45,7 +44,7 @@ def _torch_cpu_eager(values, frequencies, inverse=False):
     return out
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
 def test_angle_zero_is_identity(dtype):
     values, _ = _inputs(dtype)
     values.view(INTEGER_VIEW[dtype])[0, 0, 0, 0] = 0x7FC1 if dtype != torch.float32 else 0x7FC00001
@@ -53,7 +52,7 @@ def test_angle_zero_is_identity(dtype):
     assert torch.equal(bits(out), bits(values))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
 @pytest.mark.parametrize("inverse", [False, True])
 def test_quarter_turn_swaps_the_pair(dtype, inverse):
     values, _ = _inputs(dtype, shape=(1, 3, 6))
@@ -74,7 +73,7 @@ def test_polar_of_half_pi_rounds_to_the_swap(dtype):
     assert torch.equal(bits(out), bits(torch.stack((-x1, x0), dim=-1).flatten(-2)))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
 def test_inverse_undoes_forward_within_rounding(dtype):
     values, angles = _inputs(dtype)
     frequencies = _frequencies(angles)
@@ -88,7 +87,7 @@ def test_inverse_undoes_forward_within_rounding(dtype):
     assert torch.equal(bits(back[..., :4]), bits(values[..., :4]))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
 def test_transposed_view_equals_contiguous_copy(dtype):
     values, _ = _inputs(dtype, shape=(2, 3, 5, 12))  # [batch, heads, sequence, channels]
     view = values.transpose(1, 2)  # [batch, sequence, heads, channels], not contiguous
@@ -100,7 +99,7 @@ def test_transposed_view_equals_contiguous_copy(dtype):
     assert torch.equal(bits(grad), bits(apply_rope_backward(view.contiguous(), frequencies)))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
 def test_broadcast_frequencies(dtype):
     values, angles = _inputs(dtype, shape=(3, 5, 2, 10))
     shared = _frequencies(angles[:1])  # [1, S, P] with B = 3
@@ -110,7 +109,7 @@ def test_broadcast_frequencies(dtype):
     assert torch.equal(bits(apply_rope(values, torch.view_as_real(shared))), bits(expected))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
 def test_three_dimensional_values(dtype):
     values, angles = _inputs(dtype, shape=(2, 5, 10))
     frequencies = _frequencies(angles)
@@ -131,7 +130,7 @@ def test_close_to_torch_cpu_eager(dtype):
         assert float((distance == 0).double().mean()) > 0.99
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
 def test_accuracy_against_float64_truth(dtype):
     # The frequencies are float32 cos/sin from CPU torch.polar. With them within an ulp, the float32 result is off by
     # less than sqrt(2) + 2 float32 ulps of the pair magnitude; narrowing adds at most half a (much larger) ulp.
@@ -200,7 +199,7 @@ def test_hand_computed_fma_case():
     assert float(real) == 2.0**-46
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
 def test_nan_handling_forward(dtype):
     values, angles = _inputs(dtype, shape=(1, 2, 8))
     integer = values.view(INTEGER_VIEW[dtype])
@@ -212,7 +211,7 @@ def test_nan_handling_forward(dtype):
     assert int(out[0, 0, 4]) == int(out[0, 0, 5]) == CANONICAL_NAN[dtype]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
 @pytest.mark.parametrize("inverse", [False, True])
 def test_backward_rotates_by_the_conjugate(dtype, inverse):
     grad, angles = _inputs(dtype, seed=4)
@@ -222,7 +221,7 @@ def test_backward_rotates_by_the_conjugate(dtype, inverse):
     assert torch.equal(bits(result), bits(expected))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
 def test_backward_canonicalizes_zeros_and_nans_everywhere(dtype):
     grad = torch.tensor([[[1.0, -0.0, 0.0, 2.0, -0.0, -0.0, 3.0, -4.0]]], dtype=dtype)
     integer = grad.view(INTEGER_VIEW[dtype])

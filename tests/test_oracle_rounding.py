@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from oracle.rounding import CANONICAL_NAN_BITS, bits, round_to_dtype, widen_to_float32
+from oracle.rounding import CANONICAL_NAN_BITS, SUPPORTED_DTYPES, bits, round_to_dtype, widen_to_float32
 
 NARROW_DTYPES = [torch.bfloat16, torch.float16]
 
@@ -58,7 +58,7 @@ def test_random_patterns_match_torch(dtype):
     assert np.array_equal(ours[~np.isnan(values)], theirs[~np.isnan(values)])
 
 
-@pytest.mark.parametrize("dtype", [*NARROW_DTYPES, torch.float32])
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
 def test_every_nan_becomes_canonical(dtype):
     rng = np.random.default_rng(6)
     payloads = np.concatenate([[1, 0x400000, 0x7FFFFF, 0x3FFFFF], rng.integers(1, 1 << 23, 1000)]).astype(np.uint32)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from oracle.rounding import INTEGER_VIEW
+from oracle.rounding import INTEGER_VIEW, SUPPORTED_DTYPES
 from oracle.ulp import (
     HISTOGRAM_EDGES,
     INFINITE_DISTANCE,
@@ -18,8 +18,6 @@ from oracle.ulp import (
     normwise_error,
     summarize,
 )
-
-DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 
 def _from_bits(bits: list[int], dtype: torch.dtype) -> torch.Tensor:
@@ -42,7 +40,7 @@ def _finfo_bits(dtype: torch.dtype) -> dict[str, int]:
     }
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
 def test_distance_hand_picked(dtype):
     f = _finfo_bits(dtype)
     one_bits = {torch.bfloat16: 0x3F80, torch.float16: 0x3C00, torch.float32: 0x3F800000}[dtype]
@@ -85,7 +83,7 @@ def test_distance_keeps_shape_and_rejects_mismatches():
         distance(torch.zeros(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
 def test_compare_bits_classifies_differences(dtype):
     f = _finfo_bits(dtype)
     one_bits = {torch.bfloat16: 0x3F80, torch.float16: 0x3C00, torch.float32: 0x3F800000}[dtype]

@@ -32,8 +32,8 @@ import torch
 
 from conformance import backend
 from conformance.cases import Case, make_angles, make_values
-from conformance.implementation import Implementation, Judged, judged
-from conformance.layouts import GeneratedInputs, LayoutSpec, build_inputs
+from conformance.implementation import Judged, judged
+from conformance.layouts import LayoutSpec
 from oracle import eager as oracle_eager
 from oracle import truth as oracle_truth
 from oracle import ulp
@@ -200,15 +200,16 @@ def describe_mismatch(
     if index is None:
         return ""
     coordinates = tuple(int(i) for i in torch.unravel_index(torch.tensor(index), actual.shape))
-    text = f"at {coordinates}: result {_hex(actual, coordinates)} expected {_hex(expected, coordinates)}"
+    text = f"at {coordinates}: result {hex_of(actual, coordinates)} expected {hex_of(expected, coordinates)}"
     if values is not None:
         pair_start = coordinates[-1] - ((coordinates[-1] - actual.shape[-1]) % 2)
         pair = [coordinates[:-1] + (channel,) for channel in (pair_start, pair_start + 1) if channel < values.shape[-1]]
-        text += " input " + ",".join(_hex(values, c) for c in pair)
+        text += " input " + ",".join(hex_of(values, c) for c in pair)
     return text
 
 
-def _hex(tensor: torch.Tensor, coordinates: tuple[int, ...]) -> str:
+def hex_of(tensor: torch.Tensor, coordinates: tuple[int, ...]) -> str:
+    """One element's bit pattern and value, as failure messages print them: ``0x3F80(1)``."""
     element = tensor.detach()[coordinates].cpu()
     width = 4 if tensor.element_size() == 2 else 8
     pattern = int(bits(element.reshape(1)).item()) & ((1 << (4 * width)) - 1)
@@ -372,7 +373,7 @@ def error_within_bound(
         coordinates = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), rotated.shape))
         raise AssertionError(
             f"{case.id}: norm-wise error {normwise['max']:.4g} ulp > bound {bound} at {coordinates}: result "
-            f"{_hex(rotated, coordinates)} truth {float(rotated_truth[coordinates]):.17g}"
+            f"{hex_of(rotated, coordinates)} truth {float(rotated_truth[coordinates]):.17g}"
         )
 
 
@@ -395,147 +396,3 @@ def oracle_matches_eager(case: Case, device: torch.device, ulp_drift=None) -> No
     expected = oracle_eager.apply_rope_backward(upstream, frequencies, inverse=case.inverse, contraction=contraction)
     gradient = on_cpu(eager_gradient, chosen)
     assert_bits(ulp_drift, "oracle-backward-vs-eager", case, device, expected, gradient, values=upstream)
-
-
-# -- generated cases ---------------------------------------------------------------------------------------------------
-# Their comparisons carry their own labels, so that the ulp-drift report shows them in rows of their own.
-GENERATED_FORWARD_VS_ORACLE = "generated-fused-vs-oracle"
-GENERATED_BACKWARD_VS_ORACLE = "generated-backward-vs-oracle"
-GENERATED_FORWARD_VS_EAGER = "generated-fused-vs-eager"
-GENERATED_BACKWARD_VS_EAGER = "generated-backward-vs-eager"
-GENERATED_IN_PLACE_VS_ORACLE = "generated-in-place-vs-oracle"
-GENERATED_IN_PLACE_VS_EAGER = "generated-in-place-vs-eager"
-
-
-def check_generated_case(
-    spec: LayoutSpec, device: torch.device, implementation: Judged, ulp_drift=None, *, in_place: bool = False
-) -> None:
-    """One generated case, checked against the oracle (every backend) and PyTorch's eager path (CUDA).
-
-    Out of place (the implementation's forward): the forward (or inverse, as the spec says) equals the oracle bit for
-    bit; the autograd gradient for the spec's upstream gradient equals the oracle backward up to the signed zeros and
-    NaN payloads of eager's accumulation (as :func:`gradient_is_conjugate_rotation` allows); values, angles and the
-    upstream gradient keep every bit of their storages.
-
-    In place (its in-place function, ``(values, angles, *, inverse) -> values``): the values view afterwards holds
-    the out-of-place op's bits (the oracle's), the call returns ``values`` itself, and nothing else changes: not the
-    storage around the view, not the angles. An overlapping view (expanded values) must be refused, unwritten.
-
-    A failure message ends with Python code that rebuilds the inputs (:meth:`LayoutSpec.reproduction`).
-    """
-    try:
-        if in_place:
-            _in_place_matches(spec, device, judged(implementation), ulp_drift)
-        else:
-            _out_of_place_matches(spec, device, judged(implementation), ulp_drift)
-    except AssertionError as failure:
-        failure.add_note(
-            f"\nThe inputs of this case, rebuilt (run from the repository root):\n{spec.reproduction(device)}"
-        )
-        raise
-
-
-def _out_of_place_matches(spec: LayoutSpec, device: torch.device, implementation: Implementation, ulp_drift) -> None:
-    inputs = build_inputs(spec, device)
-    storages_before = _storages(inputs)
-    leaf = inputs.values.detach().requires_grad_(True)
-    output = implementation.forward(leaf, inputs.angles, inverse=spec.inverse)
-    (gradient,) = torch.autograd.grad(output, leaf, inputs.grad_output)
-    _assert_storages_unchanged(spec, inputs, storages_before)
-
-    values, upstream = on_cpu(inputs.values, None), on_cpu(inputs.grad_output, None)
-    frequencies = on_cpu(kernel_frequencies_of(inputs.angles, implementation), None)
-    contraction = contraction_of(device)
-    expected = oracle_eager.apply_rope(values, frequencies, inverse=spec.inverse, contraction=contraction)
-    assert_bits(ulp_drift, GENERATED_FORWARD_VS_ORACLE, spec, device, on_cpu(output, None), expected, values=values)
-    expected_gradient = oracle_eager.apply_rope_backward(
-        upstream, frequencies, inverse=spec.inverse, contraction=contraction
-    )
-    assert_bits(
-        ulp_drift,
-        GENERATED_BACKWARD_VS_ORACLE,
-        spec,
-        device,
-        on_cpu(gradient, None),
-        expected_gradient,
-        values=upstream,
-        allow=AUTOGRAD_NORMALIZATION,
-    )
-    if device.type == "cuda":
-        eager = eager_reference(inputs.values, inputs.angles, spec.inverse)
-        assert_bits(ulp_drift, GENERATED_FORWARD_VS_EAGER, spec, device, output, eager, values=inputs.values)
-        eager_leaf = inputs.values.detach().requires_grad_(True)
-        eager_output = eager_reference(eager_leaf, inputs.angles, spec.inverse)
-        (eager_gradient,) = torch.autograd.grad(eager_output, eager_leaf, inputs.grad_output)
-        assert_bits(
-            ulp_drift,
-            GENERATED_BACKWARD_VS_EAGER,
-            spec,
-            device,
-            gradient,
-            eager_gradient,
-            values=inputs.grad_output,
-            allow=AUTOGRAD_NORMALIZATION,
-        )
-
-
-def _in_place_matches(spec: LayoutSpec, device: torch.device, implementation: Implementation, ulp_drift) -> None:
-    inputs = build_inputs(spec, device)
-    storages_before = _storages(inputs)
-    values = inputs.values
-    if spec.values.overlapping():
-        try:
-            implementation.in_place(values, inputs.angles, inverse=spec.inverse)
-        except (RuntimeError, ValueError):
-            pass
-        else:
-            raise AssertionError(f"{spec.id}: the in-place op wrote an overlapping view instead of refusing it")
-        _assert_storages_unchanged(spec, inputs, storages_before)
-        return
-    original = values.clone()
-    original_on_cpu = on_cpu(original, None)
-    expected = oracle_eager.apply_rope(
-        original_on_cpu,
-        on_cpu(kernel_frequencies_of(inputs.angles, implementation), None),
-        inverse=spec.inverse,
-        contraction=contraction_of(device),
-    )
-    result = implementation.in_place(values, inputs.angles, inverse=spec.inverse)
-    assert result is values, f"{spec.id}: the in-place op returned a {type(result).__name__}, not its values tensor"
-    _assert_storages_unchanged(spec, inputs, storages_before, written=spec.values)
-    assert_bits(
-        ulp_drift, GENERATED_IN_PLACE_VS_ORACLE, spec, device, on_cpu(values, None), expected, values=original_on_cpu
-    )
-    if device.type == "cuda":
-        eager = eager_reference(original, inputs.angles, spec.inverse)
-        assert_bits(ulp_drift, GENERATED_IN_PLACE_VS_EAGER, spec, device, values, eager, values=original)
-
-
-def _storages(inputs: GeneratedInputs) -> dict[str, torch.Tensor]:
-    return {
-        "values": inputs.values_storage.clone(),
-        "angles": inputs.angles_storage.clone(),
-        "upstream gradient": inputs.gradient_storage.clone(),
-    }
-
-
-def _assert_storages_unchanged(
-    spec: LayoutSpec, inputs: GeneratedInputs, before: dict[str, torch.Tensor], *, written=None
-) -> None:
-    """Every storage element keeps its bits, except those of the values view ``written`` (an in-place op's)."""
-    now = {
-        "values": inputs.values_storage,
-        "angles": inputs.angles_storage,
-        "upstream gradient": inputs.gradient_storage,
-    }
-    for name, storage in now.items():
-        integer = INTEGER_VIEW[storage.dtype]
-        changed = storage.view(integer) != before[name].view(integer)
-        if name == "values" and written is not None:
-            written.view(changed).fill_(False)
-        if bool(changed.any()):
-            index = int(changed.nonzero()[0])
-            raise AssertionError(
-                f"{spec.id}: the op wrote its input: {int(changed.sum())} elements of the {name} storage changed, "
-                f"first at storage index {index}: {_hex(before[name], (index,))} -> {_hex(storage, (index,))}"
-            )

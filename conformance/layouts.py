@@ -12,7 +12,7 @@ NaN except under the view, so a kernel reading an angle it should not gets a NaN
 of a generated case prints :meth:`LayoutSpec.reproduction`, Python code that rebuilds the same bits.
 
 The hypothesis strategies that draw specs live in ``conformance.strategies``; the check that runs one in
-``conformance.checks.check_generated_case``.
+``conformance.generated_checks.check_generated_case``.
 """
 
 from __future__ import annotations

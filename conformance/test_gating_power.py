@@ -7,7 +7,7 @@ all, so a caught mutation is the edit and not the loading.
 
 ``LAYOUT_MUTATIONS`` are slips in the launcher's stride handling that no case of the fixed matrix exposes: for each,
 the fixed-matrix probes must pass (that is what makes it a generated-only catch) and one of ``LAYOUT_PROBES``, the
-generated-case check on a fixed list of layouts (``checks.check_generated_case``), must fail.
+generated-case check on a fixed list of layouts (``generated_checks.check_generated_case``), must fail.
 
 Some mutations can change bits on one backend only, and are skipped on the other with the reason: on CUDA, BF16
 widening by a cast is exact and the GPU's float32 arithmetic returns the canonical NaN by itself; under the
@@ -26,7 +26,7 @@ import sys
 import pytest
 import torch
 
-from conformance import backend, checks
+from conformance import backend, checks, generated_checks
 from conformance.cases import Case, make_angles, make_values
 from conformance.layouts import LayoutSpec, StridedLayout
 from oracle import eager as oracle_eager
@@ -353,7 +353,7 @@ def _first_failure(module, device) -> str | None:
 def _first_layout_failure(module, device) -> str | None:
     for name, spec in LAYOUT_PROBES.items():
         try:
-            checks.check_generated_case(spec, device, module)
+            generated_checks.check_generated_case(spec, device, module)
         except AssertionError as failure:
             return f"check_generated_case[{name}]: {str(failure)[:200]}"
     return None

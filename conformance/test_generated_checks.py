@@ -10,7 +10,7 @@ import types
 import pytest
 import torch
 
-from conformance import checks
+from conformance import generated_checks
 from conformance.implementation import FunctionName, Implementation
 from conformance.layouts import LayoutSpec, StridedLayout
 
@@ -64,7 +64,7 @@ def _in_place_by_copy(rope: types.ModuleType):
 @pytest.mark.parametrize("spec", [ONE_TOKEN_STEP, EXPANDED_BATCH], ids=["one-token-step", "expanded-batch"])
 def test_kernel_passes_and_its_comparisons_are_recorded(rope, device, spec):
     recorder = _Recorder()
-    checks.check_generated_case(spec, device, rope, recorder)
+    generated_checks.check_generated_case(spec, device, rope, recorder)
     assert recorder.comparisons[:2] == ["generated-fused-vs-oracle", "generated-backward-vs-oracle"]
 
 
@@ -73,7 +73,7 @@ def test_wrong_bits_fail_with_the_inputs_as_code(rope, device):
         return rope.apply_rope_triton(values, angles + 1e-3, inverse=inverse)
 
     with pytest.raises(AssertionError, match="generated-fused-vs-oracle: .* bit mismatches") as failure:
-        checks.check_generated_case(ONE_TOKEN_STEP, device, _with(rope, apply_rope_triton=shifted))
+        generated_checks.check_generated_case(ONE_TOKEN_STEP, device, _with(rope, apply_rope_triton=shifted))
     notes = "".join(failure.value.__notes__)
     assert "values = values_storage.as_strided((3, 1, 2, 16), (160, 32, 16, 1), 64)" in notes
 
@@ -85,13 +85,13 @@ def test_an_op_writing_its_angles_fails(rope, device):
         return output
 
     with pytest.raises(AssertionError, match="the op wrote its input: 24 elements of the angles storage changed"):
-        checks.check_generated_case(ONE_TOKEN_STEP, device, _with(rope, apply_rope_triton=writes_angles))
+        generated_checks.check_generated_case(ONE_TOKEN_STEP, device, _with(rope, apply_rope_triton=writes_angles))
 
 
 @pytest.mark.parametrize("spec", [ONE_TOKEN_STEP, EXPANDED_BATCH], ids=["one-token-step", "expanded-batch"])
 def test_a_correct_in_place_op_passes(rope, device, spec):
     in_place = _with(rope, apply_rope_triton_=_in_place_by_copy(rope))
-    checks.check_generated_case(spec, device, in_place, in_place=True)
+    generated_checks.check_generated_case(spec, device, in_place, in_place=True)
 
 
 def test_an_in_place_op_writing_around_the_view_fails(rope, device):
@@ -103,7 +103,9 @@ def test_an_in_place_op_writing_around_the_view_fails(rope, device):
         return values
 
     with pytest.raises(AssertionError, match="the op wrote its input: 1 elements of the values storage changed"):
-        checks.check_generated_case(ONE_TOKEN_STEP, device, _with(rope, apply_rope_triton_=spills), in_place=True)
+        generated_checks.check_generated_case(
+            ONE_TOKEN_STEP, device, _with(rope, apply_rope_triton_=spills), in_place=True
+        )
 
 
 def test_an_in_place_op_accepting_an_overlapping_view_fails(rope, device):
@@ -111,7 +113,9 @@ def test_an_in_place_op_accepting_an_overlapping_view_fails(rope, device):
         return values
 
     with pytest.raises(AssertionError, match="wrote an overlapping view instead of refusing it"):
-        checks.check_generated_case(EXPANDED_BATCH, device, _with(rope, apply_rope_triton_=accepts), in_place=True)
+        generated_checks.check_generated_case(
+            EXPANDED_BATCH, device, _with(rope, apply_rope_triton_=accepts), in_place=True
+        )
 
 
 def test_an_in_place_op_returning_a_new_tensor_fails(rope, device):
@@ -119,4 +123,6 @@ def test_an_in_place_op_returning_a_new_tensor_fails(rope, device):
         return rope.apply_rope_triton(values, angles, inverse=inverse)
 
     with pytest.raises(AssertionError, match="returned a Tensor, not its values tensor"):
-        checks.check_generated_case(ONE_TOKEN_STEP, device, _with(rope, apply_rope_triton_=out_of_place), in_place=True)
+        generated_checks.check_generated_case(
+            ONE_TOKEN_STEP, device, _with(rope, apply_rope_triton_=out_of_place), in_place=True
+        )

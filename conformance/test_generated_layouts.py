@@ -14,19 +14,23 @@ Profiles (``--hypothesis-profile``, registered in ``conformance/conftest.py``): 
 
 import pytest
 
-from conformance import checks
+from conformance import generated_checks
 from conformance.generated import run_shard, shard_params
 
 
 @pytest.mark.parametrize("shard", shard_params())
 def test_out_of_place_op_matches_eager_on_generated_layouts(shard, device, impl_under_test, ulp_drift):
-    run_shard(shard, lambda spec, drift: checks.check_generated_case(spec, device, impl_under_test, drift), ulp_drift)
+    run_shard(
+        shard,
+        lambda spec, drift: generated_checks.check_generated_case(spec, device, impl_under_test, drift),
+        ulp_drift,
+    )
 
 
 @pytest.mark.parametrize("shard", shard_params())
 def test_in_place_op_matches_eager_on_generated_layouts(shard, device, in_place_impl, ulp_drift):
     run_shard(
         shard,
-        lambda spec, drift: checks.check_generated_case(spec, device, in_place_impl, drift, in_place=True),
+        lambda spec, drift: generated_checks.check_generated_case(spec, device, in_place_impl, drift, in_place=True),
         ulp_drift,
     )

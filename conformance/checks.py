@@ -37,7 +37,7 @@ from conformance.layouts import LayoutSpec
 from oracle import eager as oracle_eager
 from oracle import truth as oracle_truth
 from oracle import ulp
-from oracle.rounding import INTEGER_VIEW, bits
+from oracle.rounding import INTEGER_VIEW, bits, unsigned_bits
 
 SAMPLED_POSITIONS = 32
 # Norm-wise error bound vs the float64 truth, in ulps of the pair magnitude in the output dtype. Derivation
@@ -211,9 +211,8 @@ def describe_mismatch(
 def hex_of(tensor: torch.Tensor, coordinates: tuple[int, ...]) -> str:
     """One element's bit pattern and value, as failure messages print them: ``0x3F80(1)``."""
     element = tensor.detach()[coordinates].cpu()
-    width = 4 if tensor.element_size() == 2 else 8
-    pattern = int(bits(element.reshape(1)).item()) & ((1 << (4 * width)) - 1)
-    return f"0x{pattern:0{width}X}({float(element):.9g})"
+    pattern = int(unsigned_bits(element).item())
+    return f"0x{pattern:0{2 * tensor.element_size()}X}({float(element):.9g})"
 
 
 def forward_matches_oracle(

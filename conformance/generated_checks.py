@@ -21,7 +21,7 @@ from conformance.checks import (
 from conformance.implementation import Implementation, Judged, judged
 from conformance.layouts import GeneratedInputs, LayoutSpec, build_inputs
 from oracle import eager as oracle_eager
-from oracle.rounding import INTEGER_VIEW
+from oracle.rounding import bits
 
 # Their comparisons carry their own labels, so that the ulp-drift report shows them in rows of their own.
 GENERATED_FORWARD_VS_ORACLE = "generated-fused-vs-oracle"
@@ -154,8 +154,7 @@ def _assert_storages_unchanged(
         "upstream gradient": inputs.gradient_storage,
     }
     for name, storage in now.items():
-        integer = INTEGER_VIEW[storage.dtype]
-        changed = storage.view(integer) != before[name].view(integer)
+        changed = bits(storage) != bits(before[name])
         if name == "values" and written is not None:
             written.view(changed).fill_(False)
         if bool(changed.any()):

@@ -49,6 +49,12 @@ def bits(tensor: torch.Tensor) -> torch.Tensor:
     return tensor if integer is None else tensor.view(integer)
 
 
+def unsigned_bits(tensor: torch.Tensor) -> torch.Tensor:
+    """The bit patterns of a bfloat16, float16 or float32 tensor as non-negative int64 (``0 .. 2**width - 1``), the
+    sign bit a magnitude like any other (a signed view would read it as negative)."""
+    return bits(tensor).to(torch.int64) & ((1 << 8 * tensor.element_size()) - 1)
+
+
 def _float32_bits(values: np.ndarray | torch.Tensor) -> np.ndarray:
     """Bit patterns of a float32 array or tensor as uint32 (read only; may alias the input)."""
     if isinstance(values, torch.Tensor):

@@ -20,7 +20,7 @@ import math
 import numpy as np
 import torch
 
-from oracle.rounding import bits, widen_to_float32
+from oracle.rounding import bits, unsigned_bits, widen_to_float32
 
 INFINITE_DISTANCE = torch.iinfo(torch.int64).max
 
@@ -63,11 +63,6 @@ def _check_pair(actual: torch.Tensor, expected: torch.Tensor) -> _Format:
     return fmt
 
 
-def _unsigned_bits(tensor: torch.Tensor, fmt: _Format) -> torch.Tensor:
-    """Flat int64 bit patterns (0 .. 2^bits - 1) of a tensor in row-major (contiguous) order."""
-    return bits(tensor).cpu().reshape(-1).to(torch.int64) & ((1 << fmt.bits) - 1)
-
-
 def _ordered_keys(patterns: torch.Tensor, fmt: _Format) -> torch.Tensor:
     """Map sign-magnitude patterns to integers that increase with the value, both zeros at 0."""
     magnitude = patterns & ((1 << (fmt.bits - 1)) - 1)
@@ -91,8 +86,8 @@ def distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         TypeError: unsupported dtype. ValueError: dtype or shape differ.
     """
     fmt = _check_pair(a, b)
-    keys_a = _ordered_keys(_unsigned_bits(a, fmt), fmt)
-    keys_b = _ordered_keys(_unsigned_bits(b, fmt), fmt)
+    keys_a = _ordered_keys(unsigned_bits(a).cpu().reshape(-1), fmt)
+    keys_b = _ordered_keys(unsigned_bits(b).cpu().reshape(-1), fmt)
     result = (keys_a - keys_b).abs()
     nan_a = torch.isnan(a.detach().cpu()).reshape(-1)
     nan_b = torch.isnan(b.detach().cpu()).reshape(-1)

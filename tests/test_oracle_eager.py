@@ -9,15 +9,10 @@ import torch
 
 from oracle import truth, ulp
 from oracle.eager import apply_rope, apply_rope_backward, complex_multiply
-from oracle.rounding import INTEGER_VIEW, SUPPORTED_DTYPES, bits, widen_to_float32
+from oracle.rounding import INTEGER_VIEW, SUPPORTED_DTYPES, bits, unsigned_bits, widen_to_float32
 
 CANONICAL_NAN = {torch.bfloat16: 0x7FFF, torch.float16: 0x7FFF, torch.float32: 0x7FFFFFFF}
 SIGN_BIT = {torch.bfloat16: 0x8000, torch.float16: 0x8000, torch.float32: 0x80000000}
-
-
-def _unsigned_bits(tensor: torch.Tensor) -> torch.Tensor:
-    """Bit patterns as int64 from 0 to 2**width - 1, to compare with the constants above."""
-    return bits(tensor).to(torch.int64) & ((1 << 8 * tensor.element_size()) - 1)
 
 
 def _frequencies(angles: torch.Tensor) -> torch.Tensor:
@@ -206,7 +201,7 @@ def test_nan_handling_forward(dtype):
     payload = 0x7FC1 if dtype != torch.float32 else 0x7FC00001
     integer[0, 0, 0] = payload  # copied channel: bit copy keeps the payload
     integer[0, 0, 4] = payload  # rotary channel: arithmetic makes it canonical
-    out = _unsigned_bits(apply_rope(values, _frequencies(angles[..., :2])))
+    out = unsigned_bits(apply_rope(values, _frequencies(angles[..., :2])))
     assert int(out[0, 0, 0]) == payload
     assert int(out[0, 0, 4]) == int(out[0, 0, 5]) == CANONICAL_NAN[dtype]
 
@@ -229,9 +224,9 @@ def test_backward_canonicalizes_zeros_and_nans_everywhere(dtype):
     integer[0, 0, 3] = negative_payload_nan  # copied channel
     integer[0, 0, 6] = negative_payload_nan  # rotary channel
     frequencies = _frequencies(torch.zeros(1, 1, 2))  # angle 0: the backward's conjugate has sine -0
-    out = _unsigned_bits(apply_rope_backward(grad, frequencies))[0, 0].tolist()
+    out = unsigned_bits(apply_rope_backward(grad, frequencies))[0, 0].tolist()
     nan = CANONICAL_NAN[dtype]
-    one = _unsigned_bits(torch.tensor(1.0, dtype=dtype)).item()
+    one = unsigned_bits(torch.tensor(1.0, dtype=dtype)).item()
     assert out[:4] == [one, 0, 0, nan]
     assert out[4:6] == [0, 0]
     assert out[6:] == [nan, nan]

@@ -119,21 +119,33 @@ class GraphTimer:
         """Times ``fn``, which must have run once already (compilation and calibration stay out) and must not
         synchronize with the host or allocate outside PyTorch's allocator."""
         host_ms = self.host_ms(fn)
+        calls = self._calls(fn)
+        return Timing(self.warm_ms(fn, calls), self.cold_ms(fn, calls), host_ms)
+
+    def _calls(self, fn: Callable[[], object]) -> int:
+        """Calls per graph: enough for a replay of about 2 ms, at most 50."""
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
         end.record()
         end.synchronize()
-        calls = int(min(50, max(1, math.ceil(2.0 / max(start.elapsed_time(end), 1e-3)))))
-        warm_ms = self._replay_ms(self._capture(fn, calls), calls)
+        return int(min(50, max(1, math.ceil(2.0 / max(start.elapsed_time(end), 1e-3)))))
+
+    def warm_ms(self, fn: Callable[[], object], calls: int | None = None) -> float:
+        """GPU time per call of ``fn`` with a warm L2: the median replay of a graph of ``calls`` calls."""
+        calls = calls or self._calls(fn)
+        return self._replay_ms(self._capture(fn, calls), calls)
+
+    def cold_ms(self, fn: Callable[[], object], calls: int | None = None) -> float:
+        """GPU time per call of ``fn`` with a cold L2: a graph of (flush; call) minus a graph of the flushes."""
+        calls = calls or self._calls(fn)
 
         def flushed() -> None:
             self.flush()
             fn()
 
-        cold_ms = self._replay_ms(self._capture(flushed, calls), calls)
-        cold_ms -= self._replay_ms(self._capture(self.flush, calls), calls)
-        return Timing(warm_ms, cold_ms, host_ms)
+        flushed_ms = self._replay_ms(self._capture(flushed, calls), calls)
+        return flushed_ms - self._replay_ms(self._capture(self.flush, calls), calls)
 
     def _stream_cold_ms(self, fn: Callable[[], object]) -> float:
         """Median time of ``fn`` launched in a stream right after a flush: CUDA events around each call; the flush

@@ -4,6 +4,7 @@ From the repository root, on a CUDA machine::
 
     python -m benchmarks.run --out benchmarks/results           # every section, about 3 minutes on an H200
     python -m benchmarks.run --out benchmarks/results --quick   # two bf16 shapes, the in-place rows, host times
+    python -m benchmarks.run --against REV                      # the speed gate (benchmarks.against)
 
 Three sections, all in one run and one ``run_<date>_<gpu>.json`` (rewritten after every row):
 
@@ -325,7 +326,13 @@ def _fits(case: Case, dtype: torch.dtype) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the plan and returns the exit status: 0 when done or stopped by the budget, 2 without CUDA."""
+    """Runs the plan and returns the exit status: 0 when done or stopped by the budget, 2 without CUDA. With
+    ``--against REV``, the speed gate of ``benchmarks.against`` runs instead (its own options and exit status)."""
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if any(argument == "--against" or argument.startswith("--against=") for argument in arguments):
+        from benchmarks import against
+
+        return against.main(arguments)
     args = parse_args(argv)
     if not cuda_available("benchmarks.run"):
         return NO_CUDA_EXIT_CODE

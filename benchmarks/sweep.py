@@ -39,12 +39,25 @@ from benchmarks.shapes import CASES, PAIRS
 
 # DeepSeek V4.1's own widths first (512: query and KV, 128: index query), so a run cut short covers them.
 CHANNELS = (512, 128, 64, 192, 256, 576, 1024)
-# DeepSeek V4.1's own tensors (benchmarks.shapes), 32 pairs: the query in BF16 and FP32, the others in BF16.
+# DeepSeek V4.1's own tensors (benchmarks.shapes), 32 pairs, in BF16 and FP32 (the compressed KV in BF16: it shares
+# the window KV's configuration key, so it shows how much the row count matters).
 QUICK_GROUPS = (
     ("query", torch.bfloat16),
     ("query", torch.float32),
     ("index_query", torch.bfloat16),
+    ("index_query", torch.float32),
     ("window_kv", torch.bfloat16),
+    ("window_kv", torch.float32),
+    ("compressed_kv", torch.bfloat16),
+    ("index_keys", torch.bfloat16),
+    ("index_keys", torch.float32),
+)
+IN_PLACE_GROUPS = (
+    ("query", torch.bfloat16),
+    ("query", torch.float32),
+    ("index_query", torch.bfloat16),
+    ("window_kv", torch.bfloat16),
+    ("compressed_kv", torch.bfloat16),
     ("index_keys", torch.bfloat16),
 )
 DTYPES = (torch.bfloat16, torch.float32)
@@ -74,6 +87,21 @@ def chunk_widths(channels: int, pairs: int, default_width: int, quick: bool) -> 
     widest = max(64, 1 << max(0, channels - 2 * pairs - 1).bit_length())
     widths = sorted({width for width in CHUNK_WIDTHS if width <= widest} | {default_width})
     return sorted({widths[0], widths[-1], default_width}) if quick else widths
+
+
+def in_place_configs(rope: ModuleType, default: Any) -> list[Any]:
+    """The grid of one in-place group, the current choice first: rows per program and warps, the rotary block in
+    the default's chunk (in place copies nothing)."""
+    configs = [default]
+    for elements in BLOCK_ELEMENTS:
+        for num_warps in NUM_WARPS:
+            per_thread = elements // (32 * num_warps)
+            if elements >= default.rotary_channels and ELEMENTS_PER_THREAD[0] <= per_thread <= ELEMENTS_PER_THREAD[1]:
+                block_rows = elements // default.rotary_channels
+                config = rope.LaunchConfig(block_rows, default.copy_channels, default.rotary_channels, num_warps)
+                if config not in configs:
+                    configs.append(config)
+    return configs
 
 
 def candidate_configs(rope: ModuleType, channels: int, pairs: int, default: Any, quick: bool) -> list[Any]:
@@ -119,8 +147,9 @@ def sweep_group(
     timer: GraphTimer,
     clock: Clock,
     quick: bool = False,
+    in_place: bool = False,
 ) -> dict[str, Any]:
-    """Times every candidate configuration of one (channels, pairs, dtype) group.
+    """Times every candidate configuration of one (channels, pairs, dtype) group, out of place or in place.
 
     A configuration whose output differs in any bit from the current heuristic's output is recorded with an error
     and left out of the choice: every valid configuration computes the same roundings.
@@ -133,6 +162,7 @@ def sweep_group(
         timer: times each configuration.
         clock: stops the group early, marking it incomplete, once the time budget is spent.
         quick: fewer chunk widths.
+        in_place: sweep the in-place launch (``apply_rope_triton_``'s), which rotates a scratch copy of ``values``.
 
     Returns:
         The group's JSON row.
@@ -141,19 +171,28 @@ def sweep_group(
     rows = values.numel() // channels
     angles = torch.rand(1, values.shape[1], pairs, device="cuda") * 6.2831853 - 3.1415927
     heads = values.shape[2] if values.dim() == 4 else 1
-    default = rope._launch_config(rows, channels, pairs, values.element_size(), heads)
-    reference = rope._launch(values, angles, False, config=default)
+    default = rope._launch_config(rows, channels, pairs, values.element_size(), heads, in_place=in_place)
+
+    def launch(config: Any, target: torch.Tensor | None = None) -> torch.Tensor:
+        if in_place:
+            target = values.clone() if target is None else target
+            return rope._launch(target, angles, False, in_place=True, config=config)
+        return rope._launch(values, angles, False, config=config)
+
+    reference = launch(default)
+    scratch = values.clone()  # rotated again by every timed in-place call: its time does not depend on the values
     results = []
     complete = True
-    for config in candidate_configs(rope, channels, pairs, default, quick):
+    configs = in_place_configs(rope, default) if in_place else candidate_configs(rope, channels, pairs, default, quick)
+    for config in configs:
         if clock.expired():
             complete = False
             break
         entry: dict[str, Any] = {**_config_json(config), "times_ms": None, "ratio_to_copy": None, "error": None}
         try:
-            if not torch.equal(rope._launch(values, angles, False, config=config), reference):
+            if not torch.equal(launch(config), reference):
                 raise ValueError("output differs from the current heuristic's output")
-            timing = timer.time(lambda config=config: rope._launch(values, angles, False, config=config))
+            timing = timer.time(lambda config=config: launch(config, scratch))
             entry["times_ms"] = timing.to_json()
             entry["ratio_to_copy"] = timing.cold_ms / copy.cold_ms
         except Exception as error:  # an unlaunchable configuration (too many registers, say) is data, not a crash
@@ -166,6 +205,7 @@ def sweep_group(
     if best is not None and chosen is not None and chosen["ratio_to_copy"] is not None:
         default_over_best = chosen["ratio_to_copy"] / best["ratio_to_copy"]
     return {
+        "in_place": in_place,
         "channels": channels,
         "pairs": pairs,
         "dtype": str(values.dtype).removeprefix("torch."),
@@ -186,7 +226,7 @@ def sweep_group(
 def format_group(row: dict[str, Any]) -> str:
     """One summary line: the best configuration and the current choice, each as a multiple of the copy time."""
     dtype = row["dtype"].replace("bfloat", "bf").replace("float", "fp")
-    head = f"{str(row['shape']):<20} P={row['pairs']:<4} {dtype:<5}"
+    head = f"{str(row['shape']):<20} P={row['pairs']:<4} {dtype:<5}{' in place' if row.get('in_place') else ''}"
     if row["best"] is None:
         errors = {entry["error"] for entry in row["configs"] if entry["error"]}
         return f"{head} no configuration ran: {'; '.join(sorted(errors)) or 'time budget spent'}"
@@ -199,8 +239,13 @@ def format_group(row: dict[str, Any]) -> str:
     return line + ("" if row["complete"] else "   [incomplete: time budget]")
 
 
-def plan(quick: bool) -> Iterator[tuple[tuple[int, ...], torch.dtype, int]]:
-    """The (shape, dtype, pairs) groups in the order they are swept; ``quick``: DeepSeek V4.1's own tensors."""
+def plan(quick: bool, in_place: bool = False) -> Iterator[tuple[tuple[int, ...], torch.dtype, int]]:
+    """The (shape, dtype, pairs) groups in the order they are swept; ``quick``: DeepSeek V4.1's own tensors;
+    ``in_place``: the tensors DeepSeek V4.1 may rotate in place."""
+    if in_place:
+        for name, dtype in IN_PLACE_GROUPS:
+            yield CASES[name].shape, dtype, PAIRS
+        return
     if quick:
         for name, dtype in QUICK_GROUPS:
             yield CASES[name].shape, dtype, PAIRS
@@ -217,6 +262,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="folder for the JSON")
     parser.add_argument("--quick", action="store_true", help="DeepSeek V4.1's rows: 512 and 128 channels")
+    parser.add_argument(
+        "--in-place", action="store_true", help="DeepSeek V4.1's tensors rotated in place (the in-place launch)"
+    )
     parser.add_argument(
         "--time-budget",
         type=float,
@@ -250,6 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "chunk_widths": list(CHUNK_WIDTHS),
             "replays": timer.replays,
             "time_budget_s": args.time_budget,
+            "in_place": args.in_place,
         },
         "rows": [],
     }
@@ -258,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = "complete"
     values = None
     try:
-        for shape, dtype, pairs in plan(args.quick):
+        for shape, dtype, pairs in plan(args.quick, args.in_place):
             if clock.expired():
                 status = f"stopped: time budget of {args.time_budget:g} s spent"
                 break
@@ -266,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 values = torch.randn(shape, dtype=dtype, device="cuda")
                 values.clone()
                 copy = timer.time_copy(values.clone)
-            row = sweep_group(rope, values, pairs, copy, timer, clock, args.quick)
+            row = sweep_group(rope, values, pairs, copy, timer, clock, args.quick, args.in_place)
             results.add_row(row)
             clock.log(format_group(row))
     except KeyboardInterrupt:

@@ -3,7 +3,7 @@
 # compute-sanitizer memcheck, benchmarks and the launch sweep, the suite as merged shards and its wall time against the
 # number of xdist workers, each under its own time limit.
 # Usage (repository root, on the GPU machine):
-#   bash scripts/h200_session.sh OUT_DIR [calibration|suite|sanitize|bench|sweep|contraction|shards|workers|impls|wrong ...]
+#   bash scripts/h200_session.sh OUT_DIR [calibration|smoke|suite|sanitize|bench|against|stages|ncu|sweep|contraction|shards|workers|impls|wrong ...]
 # The image has torch, triton, pytest, pytest-xdist, hypothesis and mpmath; wheels in .whl (scripts/fetch_gpu_wheels.sh)
 # are installed first when present. Everything lands flat in OUT_DIR (the device tool brings back at most 8 files).
 set -uo pipefail
@@ -105,6 +105,47 @@ PY
         wrong) timeout "${IMPLS_WRONG_SECONDS:-70}" python3 -m conformance.judged.run --timeout 60 \
                    > "$out/impls-wrong.log" 2>&1 || status=1
                cut -c1-240 "$out/impls-wrong.log" | tee -a "$out/summary.txt" ;;
+        # A quick check of the bits before anything is timed: forward, inverse and in place of every DeepSeek V4.1
+        # tensor (BF16 and FP32) against the eager reference on this GPU.
+        smoke) python3 - <<'PY' 2>&1 | tee -a "$out/summary.txt" || status=1
+import torch
+from benchmarks.shapes import CASES, make_angles, make_values
+from impl import rope_triton as rope
+bad = 0
+for dtype in (torch.bfloat16, torch.float32):
+    for case in CASES.values():
+        if case.name == "large_2gb" and dtype == torch.float32:
+            continue
+        values, angles = make_values(case, dtype), make_angles(case.shape[1])
+        for inverse in (False, True):
+            expected = rope._apply_rope_torch(values, angles, inverse).view(torch.int16 if dtype != torch.float32 else torch.int32)
+            got = rope.apply_rope_triton(values, angles, inverse=inverse).view(expected.dtype)
+            in_place = rope.apply_rope_triton_(values.clone(), angles, inverse=inverse).contiguous().view(expected.dtype)
+            differ = int((got != expected).sum()), int((in_place != expected).sum())
+            bad += sum(differ)
+            print(f"smoke {case.name} {dtype} inverse={inverse}: {differ[0]} differ out of place, {differ[1]} in place")
+        del values
+        torch.cuda.empty_cache()
+print("smoke:", "PASS" if bad == 0 else f"FAIL ({bad} elements differ)")
+raise SystemExit(1 if bad else 0)
+PY
+        ;;
+        # The speed gate against AGAINST (default 36b8391): every shape and direction in one process.
+        against) timeout "${AGAINST_SECONDS:-240}" python3 -m benchmarks.run --against "${AGAINST:-36b8391}" \
+                     --out "$scratch/against" --time-budget "$(( ${AGAINST_SECONDS:-240} - 30 ))" ${AGAINST_ARGS:-} \
+                     > "$scratch/against.log" 2>&1 || status=1
+                 cp "$scratch"/against/against_*.json "$out/" 2>/dev/null
+                 tee -a "$out/summary.txt" < "$scratch/against.log" | tail -60 ;;
+        # Where the time goes: variants with one stage left out (benchmarks.stages), and hardware counters of each
+        # shape's launches under ncu.
+        stages) timeout "${STAGES_SECONDS:-150}" python3 -m benchmarks.stages --out "$scratch/stages" \
+                    --time-budget "$(( ${STAGES_SECONDS:-150} - 30 ))" > "$scratch/stages.log" 2>&1 || status=1
+                cp "$scratch"/stages/stages_*.json "$out/" 2>/dev/null
+                tee -a "$out/summary.txt" < "$scratch/stages.log" | tail -40 ;;
+        ncu) timeout "${NCU_SECONDS:-150}" ncu --clock-control none --csv --kernel-name 'regex:_rope_kernel|copy_kernel' \
+                 --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,sm__maximum_warps_per_active_cycle_pct,smsp__inst_executed.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum \
+                 python3 -m benchmarks.stages --launch-once > "$out/ncu.csv" 2> "$scratch/ncu.err" || status=1
+             tail -5 "$scratch/ncu.err" | tee -a "$out/summary.txt"; wc -l "$out/ncu.csv" | tee -a "$out/summary.txt" ;;
         *) echo "unknown step $step"; status=2 ;;
     esac
     echo "step $step: $(( $(date +%s) - start )) s, status so far $status" | tee -a "$out/summary.txt"

@@ -1,0 +1,335 @@
+"""The speed gate: this checkout's kernel against the kernel of another git revision, timed in one process.
+
+From the repository root, on a CUDA machine::
+
+    python -m benchmarks.run --against 36b8391                  # every shape and direction, BF16 and FP32
+    python -m benchmarks.run --against main --margin 0.03 --dtypes bf16 --out benchmarks/results/scratch
+
+``impl/rope_triton.py`` as it is at the revision (``git show REV:impl/rope_triton.py``) is imported as a second module
+beside this checkout's, and both are timed on every DeepSeek V4.1 tensor of ``benchmarks.shapes``: forward (inverse
+where the case is), backward (``autograd.grad`` of a kept forward), and in place where both have
+``apply_rope_triton_``. Each row is timed in ``--rounds`` alternating rounds (ours, theirs, ours, ...; fresh graphs
+each round) and the medians are compared: GPU time by CUDA-graph replay, cold L2 for tensors of 32 MiB and more,
+warm below (as the targets of docs/benchmarks.md). A row whose ratio exceeds ``1 + margin`` is measured again with
+twice the rounds before it is called slower. Beside them, in the same process: the copy of the same bytes, the
+50-line one-launch sketch (``.peers/one_launch_sketch.py`` or ``$DSV41_SKETCH``; forward of contiguous tensors only)
+and flash-attention's rotary (``benchmarks.in_place.load_flash_attention_rotary``), each as a ratio to the copy.
+
+Exit status: 0 when no row is slower than the revision by more than the margin, 1 when one is, 2 without CUDA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from benchmarks.common import MIB, NO_CUDA_EXIT_CODE, Clock, GraphTimer, ResultFile, environment, short_error
+from benchmarks.shapes import CASES, PAIRS, Case, make_angles, make_values
+
+SLOWER_EXIT_CODE = 1
+SKETCH_PATHS = (os.environ.get("DSV41_SKETCH", ""), ".peers/one_launch_sketch.py")
+# The sketch's file ends in a benchmark loop of its own; its kernel and launcher are the lines before it.
+SKETCH_END_MARKER = "\nres = {}"
+COLD_FROM_BYTES = 32 * MIB
+
+
+def load_revision(revision: str, directory: Path) -> tuple[ModuleType, str]:
+    """``impl/rope_triton.py`` at ``revision`` as a module of its own, and that file's SHA-256 (16 digits).
+
+    Raises:
+        RuntimeError: git does not know the revision or the file.
+    """
+    result = subprocess.run(
+        ["git", "show", f"{revision}:impl/rope_triton.py"], capture_output=True, text=True, check=False
+    )
+    if result.returncode:
+        raise RuntimeError(f"git show {revision}:impl/rope_triton.py failed: {result.stderr.strip()}")
+    name = "rope_at_" + "".join(ch if ch.isalnum() else "_" for ch in revision)
+    return _import_file(result.stdout, directory, name), _sha(result.stdout.encode())
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _import_file(source: str, directory: Path, name: str) -> ModuleType:
+    """Import ``source`` from a file (Triton reads a kernel's source through ``inspect``)."""
+    path = directory / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the file executes
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_sketch(directory: Path) -> tuple[Callable[..., torch.Tensor] | None, str]:
+    """The sketch's ``launch(values, angles)``, imported without its own benchmark loop, and where it came from."""
+    for candidate in SKETCH_PATHS:
+        if candidate and Path(candidate).is_file():
+            text = Path(candidate).read_text()
+            try:
+                module = _import_file(text.split(SKETCH_END_MARKER)[0], directory, "one_launch_sketch")
+            except Exception as error:  # a sketch that fails to import leaves its column empty
+                return None, f"{candidate}: {short_error(error)}"
+            return module.launch, candidate
+    return None, "the sketch was not found (DSV41_SKETCH, .peers/one_launch_sketch.py)"
+
+
+def _copy_kernel_launcher() -> Callable[[torch.Tensor], torch.Tensor]:
+    """A plain Triton copy of a contiguous tensor (graph replay turns a large ``clone`` into a slow memcpy node)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def copy_kernel(source_ptr, target_ptr, count, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < count
+        tl.store(target_ptr + offsets, tl.load(source_ptr + offsets, mask=mask), mask=mask)
+
+    def copy(values: torch.Tensor) -> torch.Tensor:
+        output = torch.empty_like(values)
+        copy_kernel[(triton.cdiv(values.numel(), 4096),)](values, output, values.numel(), BLOCK=4096, num_warps=4)
+        return output
+
+    return copy
+
+
+def gpu_ms(timer: GraphTimer, fn: Callable[[], object], cold: bool) -> float:
+    """One GPU time of ``fn`` by graph replay, with a cold or a warm L2."""
+    return timer.cold_ms(fn) if cold else timer.warm_ms(fn)
+
+
+def copy_ms(timer: GraphTimer, values: torch.Tensor, cold: bool, triton_copy: Callable | None) -> float:
+    """The copy of ``values``' bytes: ``clone()`` (graph or stream, the faster), and from 32 MiB also the Triton
+    copy kernel for contiguous tensors, the faster of them."""
+    clone = timer.time_copy(values.clone)
+    best = clone.cold_ms if cold else clone.warm_ms
+    if triton_copy is not None and cold and values.is_contiguous():
+        triton_copy(values)
+        best = min(best, gpu_ms(timer, lambda: triton_copy(values), cold))
+    return best
+
+
+def operations(
+    module: ModuleType,
+    case: Case,
+    values: torch.Tensor,
+    angles: torch.Tensor,
+    grad: torch.Tensor,
+    stream: torch.cuda.Stream,
+) -> dict[str, Callable[[], object]]:
+    """The timed calls of one module on one tensor: forward, backward, and in place where the module has it."""
+    calls: dict[str, Callable[[], object]] = {
+        "forward": lambda: module.apply_rope_triton(values, angles, inverse=case.inverse)
+    }
+    leaf = values.detach().requires_grad_(True)
+    with torch.cuda.stream(stream):  # the backward runs on its forward's stream: the timer's capture stream
+        output = module.apply_rope_triton(leaf, angles, inverse=case.inverse)
+    torch.cuda.current_stream().wait_stream(stream)
+    calls["backward"] = lambda: torch.autograd.grad(output, leaf, grad, retain_graph=True)
+    if hasattr(module, "apply_rope_triton_"):
+        scratch = values.clone()  # rotated again on every call: the time does not depend on the values
+        calls["in place"] = lambda: module.apply_rope_triton_(scratch, angles, inverse=case.inverse)
+    return calls
+
+
+def compare_row(
+    timer: GraphTimer, ours: Callable[[], object], theirs: Callable[[], object], cold: bool, rounds: int
+) -> tuple[float, float]:
+    """Median GPU times (ms) of ours and theirs over ``rounds`` alternating rounds."""
+    ours_ms, theirs_ms = [], []
+    for _ in range(rounds):
+        ours_ms.append(gpu_ms(timer, ours, cold))
+        theirs_ms.append(gpu_ms(timer, theirs, cold))
+    return statistics.median(ours_ms), statistics.median(theirs_ms)
+
+
+def peers(
+    op: str,
+    case: Case,
+    values: torch.Tensor,
+    angles: torch.Tensor,
+    sketch: Callable | None,
+    flash: Callable | None,
+) -> dict[str, Callable[[], object]]:
+    """The peers' calls of one operation on this tensor, where they take it: the sketch's forward (contiguous,
+    not inverse), flash-attention's rotary out of place (a copy, then the rotary slice rotated in place) and in
+    place (on ``values[..., -2P:]``, given cos/sin tables computed beforehand)."""
+    calls: dict[str, Callable[[], object]] = {}
+    if op == "forward" and sketch is not None and values.is_contiguous() and not case.inverse:
+        calls["sketch"] = lambda: sketch(values, angles)
+    if flash is None or op == "backward":
+        return calls
+    cos, sin = torch.cos(angles[0]), torch.sin(angles[0])  # [S, P]: flash-attention's tables
+
+    def flash_rotate(tensor: torch.Tensor) -> torch.Tensor:
+        rotary = (tensor if tensor.dim() == 4 else tensor.unsqueeze(2))[..., -2 * PAIRS :]
+        flash(rotary, cos, sin, interleaved=True, inplace=True, conjugate=case.inverse)
+        return tensor
+
+    if op == "forward":
+        calls["flash"] = lambda: flash_rotate(values.clone())
+    else:
+        scratch = values.clone()
+        calls["flash"] = lambda: flash_rotate(scratch)
+    return calls
+
+
+def measure_case(
+    case: Case,
+    dtype: torch.dtype,
+    ours: ModuleType,
+    theirs: ModuleType,
+    timer: GraphTimer,
+    args: argparse.Namespace,
+    extras: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """Rows of one tensor: each operation of ours against theirs, with the copy and the peers."""
+    values = make_values(case, dtype)
+    angles = make_angles(case.shape[1])
+    grad = torch.randn(case.shape, dtype=dtype, device="cuda")
+    tensor_bytes = values.numel() * values.element_size()
+    cold = tensor_bytes >= COLD_FROM_BYTES
+    copy = copy_ms(timer, values, cold, extras["triton_copy"])
+    ours_calls = operations(ours, case, values, angles, grad, timer.stream)
+    theirs_calls = operations(theirs, case, values, angles, grad, timer.stream)
+    rows = []
+    for op, ours_call in ours_calls.items():
+        row: dict[str, Any] = {
+            "case": case.name,
+            "shape": list(case.shape),
+            "dtype": str(dtype).removeprefix("torch."),
+            "op": op,
+            "inverse": case.inverse,
+            "tensor_bytes": tensor_bytes,
+            "l2": "cold" if cold else "warm",
+            "copy_ms": copy,
+        }
+        theirs_call = theirs_calls.get(op)
+        try:
+            ours_call()
+            if theirs_call is None:
+                row["ours_ms"] = statistics.median(gpu_ms(timer, ours_call, cold) for _ in range(args.rounds))
+                row["note"] = f"{args.against} has no {op} call"
+            else:
+                theirs_call()
+                ours_ms, theirs_ms = compare_row(timer, ours_call, theirs_call, cold, args.rounds)
+                if ours_ms > (1 + args.margin) * theirs_ms:  # measured again before it is called slower
+                    ours_ms, theirs_ms = compare_row(timer, ours_call, theirs_call, cold, 2 * args.rounds)
+                    row["remeasured"] = True
+                row.update(ours_ms=ours_ms, theirs_ms=theirs_ms, ratio=ours_ms / theirs_ms)
+                row["slower"] = row["ratio"] > 1 + args.margin
+        except Exception as error:  # one failing row must not end the run
+            row["error"] = short_error(error)
+        for name, call in peers(op, case, values, angles, extras["sketch"], extras["flash"]).items():
+            try:
+                call()
+                row[f"{name}_ms"] = statistics.median(gpu_ms(timer, call, cold) for _ in range(args.rounds))
+            except Exception as error:
+                row[f"{name}_error"] = short_error(error)
+        torch.cuda.empty_cache()
+        rows.append(row)
+    return rows
+
+
+def format_row(row: dict[str, Any]) -> str:
+    """One line of the table: times, ours over theirs, and each over the copy."""
+
+    def over_copy(key: str) -> str:
+        return f"{row[key] / row['copy_ms']:7.3f}" if key in row else f"{'-':>7}"
+
+    ratio = f"{row['ratio']:7.3f}" if "ratio" in row else f"{'-':>7}"
+    verdict = "SLOWER" if row.get("slower") else row.get("error", row.get("note", "ok"))
+    us = lambda key: f"{row[key] * 1e3:9.1f}" if key in row else f"{'-':>9}"  # noqa: E731
+    return (
+        f"{row['case']:<15} {row['dtype'].replace('bfloat', 'bf').replace('float', 'fp'):<5} {row['op']:<9} "
+        f"{row['tensor_bytes'] / MIB:>6.0f} {row['l2']:<4} {us('ours_ms')} {us('theirs_ms')} {ratio} "
+        f"{over_copy('ours_ms')} {over_copy('theirs_ms')} {over_copy('sketch_ms')} {over_copy('flash_ms')}  {verdict}"
+    )
+
+
+HEADER = (
+    f"{'case':<15} {'dtype':<5} {'op':<9} {'MiB':>6} {'L2':<4} {'ours us':>9} {'rev us':>9} {'ours/rev':>7} "
+    f"{'ours/cp':>7} {'rev/cp':>7} {'sketch':>7} {'flash':>7}  verdict"
+)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parses the command line (``benchmarks.run`` passes its own through when it sees ``--against``)."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run --against", description=__doc__.splitlines()[0])
+    parser.add_argument("--against", required=True, metavar="REV", help="git revision whose kernel is the baseline")
+    parser.add_argument("--margin", type=float, default=0.03, help="allowed slowdown (default %(default)g)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per row (default %(default)d)")
+    parser.add_argument("--dtypes", default="bf16,fp32", help="comma-separated, of bf16, fp16, fp32")
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated, of " + ", ".join(CASES))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scratch"), help="folder for the JSON")
+    parser.add_argument("--time-budget", type=float, default=480.0, metavar="SECONDS")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the comparison; returns 0, 1 (a row slower than the revision) or 2 (no CUDA)."""
+    args = parse_args(argv)
+    if not torch.cuda.is_available():
+        print("benchmarks.run --against: no CUDA device is visible; this benchmark needs one.", file=sys.stderr)
+        return NO_CUDA_EXIT_CODE
+    from benchmarks.in_place import load_flash_attention_rotary
+    from impl import rope_triton as ours
+
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    clock, timer = Clock(args.time_budget), GraphTimer()
+    with tempfile.TemporaryDirectory() as scratch:
+        theirs, theirs_sha = load_revision(args.against, Path(scratch))
+        sketch, sketch_note = load_sketch(Path(scratch))
+        flash, flash_note = load_flash_attention_rotary()
+        extras = {"sketch": sketch, "flash": flash, "triton_copy": _copy_kernel_launcher()}
+        document = {
+            "schema": "rope-benchmark-against/1",
+            "status": "running",
+            "environment": environment(),
+            "against": {"revision": args.against, "kernel_sha256": theirs_sha},
+            "settings": {**{k: str(v) for k, v in vars(args).items()}, "sketch": sketch_note, "flash": flash_note},
+            "rows": [],
+        }
+        results = ResultFile(args.out, "against", document)
+        clock.log(
+            f"ours {document['environment'].get('kernel_sha256')} against {args.against} {theirs_sha}; "
+            f"{sketch_note}; {flash_note}"
+        )
+        print(HEADER, flush=True)
+        status = "complete"
+        for dtype_name in args.dtypes.split(","):
+            for name in args.cases.split(","):
+                if clock.expired():
+                    status = f"stopped: time budget spent before {name} {dtype_name}"
+                    break
+                for row in measure_case(CASES[name], dtypes[dtype_name], ours, theirs, timer, args, extras):
+                    results.add_row(row)
+                    print(format_row(row), flush=True)
+        results.finish(status)
+    slower = [row for row in document["rows"] if row.get("slower")]
+    failed = [row for row in document["rows"] if "error" in row]
+    clock.log(
+        f"{len(document['rows'])} rows, {len(slower)} slower than {args.against} by more than {args.margin:.0%}, "
+        f"{len(failed)} failed; {status}; wrote {results.path}"
+    )
+    print(json.dumps({"slower": [f"{r['case']} {r['dtype']} {r['op']} {r['ratio']:.3f}" for r in slower]}))
+    return SLOWER_EXIT_CODE if slower or failed or status != "complete" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

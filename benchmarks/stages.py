@@ -1,0 +1,200 @@
+"""Where the kernel's time goes: variants that leave one stage out, the compiled kernel's loads and registers.
+
+From the repository root, on a CUDA machine::
+
+    python -m benchmarks.stages --out DIR              # the stage table (about a minute on an H200)
+    ncu --clock-control none --kernel-name regex:'_rope_kernel|copy_kernel' --metrics METRICS \\
+        python -m benchmarks.stages --launch-once     # each shape's forward, in place and copy once, for counters
+
+Each variant is ``impl/rope_triton.py`` with one stage edited out (``STAGE_EDITS``; each edit must match once) and
+imported as a module of its own; its forward (and in place) is timed by CUDA-graph replay beside the full kernel and
+the copy of the same bytes, cold L2 from 32 MiB and warm below (as the targets). The difference to the full kernel is
+that stage's cost. Variants compute wrong bits on purpose: they are timed, never used. Per shape the compiled full
+kernel's registers, spills and global load/store widths (from its PTX) are recorded too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks.against import COLD_FROM_BYTES, _copy_kernel_launcher, _import_file, copy_ms, gpu_ms
+from benchmarks.common import NO_CUDA_EXIT_CODE, Clock, GraphTimer, ResultFile, environment
+from benchmarks.shapes import CASES, make_angles, make_values
+
+SOURCE = Path(__file__).resolve().parents[1] / "impl" / "rope_triton.py"
+# stage left out: (text of the full kernel, text of the variant)
+STAGE_EDITS = {
+    "cos/sin (angles used as both)": (
+        "cos, sin = _cos_sin(tl.load(frequency, mask=frequency_mask, other=0.0))",
+        "cos = tl.load(frequency, mask=frequency_mask, other=0.0)\n            sin = cos",
+    ),
+    "copied channels": (
+        "        if COPY_CHANNELS:\n            _copy_channels(",
+        "        if False:\n            _copy_channels(",
+    ),
+    "rotary block": (
+        "for chunk in range(0, tl.cdiv(2 * pairs, ROTARY_K)):",
+        "for chunk in range(0, 0):",
+    ),
+}
+STAGE_CASES = ("query", "index_query", "window_kv", "compressed_kv", "index_keys", "large_2gb")
+
+
+def variant(edit: tuple[str, str], directory: Path, name: str):
+    """The kernel module with one edit applied."""
+    original, edited = edit
+    source = SOURCE.read_text()
+    if source.count(original) != 1:
+        raise RuntimeError(f"stage edit {name!r} no longer applies to {SOURCE.name}: update STAGE_EDITS")
+    return _import_file(source.replace(original, edited), directory, "stage_" + re.sub(r"\W", "_", name))
+
+
+def compiled_profile(rope, values: torch.Tensor) -> dict[str, Any]:
+    """Registers, spills and the global memory accesses by width of the kernel the last launch compiled."""
+    plans = [plan for plan in rope._PLANS.values() if plan.compiled is not None]
+    if not plans:
+        return {}
+    compiled = plans[-1].compiled
+    ptx = compiled.asm.get("ptx", "")
+    widths = {}
+    for kind in ("ld", "st"):
+        for match in re.finditer(rf"\b{kind}\.global(?:\.\w+)*?(\.v[248])?\.(?:b|u|f)(\d+)", ptx):
+            vector = int(match.group(1)[2:]) if match.group(1) else 1
+            bits = vector * int(match.group(2))
+            widths[f"{kind} {bits}-bit"] = widths.get(f"{kind} {bits}-bit", 0) + 1
+    return {
+        "registers": getattr(compiled, "n_regs", None),
+        "spills": getattr(compiled, "n_spills", None),
+        "global_accesses_in_ptx": widths,
+        "config": str(
+            rope._launch_config(
+                values.numel() // values.shape[-1],
+                values.shape[-1],
+                32,
+                values.element_size(),
+                values.shape[2] if values.dim() == 4 else 1,
+            )
+        ),
+    }
+
+
+def measure(
+    case_name: str, dtype: torch.dtype, full, variants: dict[str, Any], timer: GraphTimer, rounds: int, triton_copy
+) -> dict[str, Any]:
+    """One row: copy, full kernel and each variant, forward and in place."""
+    case = CASES[case_name]
+    values = make_values(case, dtype)
+    angles = make_angles(case.shape[1])
+    cold = values.numel() * values.element_size() >= COLD_FROM_BYTES
+    row: dict[str, Any] = {
+        "case": case_name,
+        "dtype": str(dtype).removeprefix("torch."),
+        "l2": "cold" if cold else "warm",
+        "tensor_bytes": values.numel() * values.element_size(),
+    }
+    row["copy_ms"] = copy_ms(timer, values, cold, triton_copy)
+    scratch = values.clone()
+    modules = {"full": full, **variants}
+    for op in ("forward", "in place"):
+        for name, module in modules.items():
+            if op == "forward":
+                call = lambda module=module: module.apply_rope_triton(values, angles, inverse=case.inverse)  # noqa: E731
+            else:
+                call = lambda module=module: module.apply_rope_triton_(scratch, angles, inverse=case.inverse)  # noqa: E731
+            with torch.no_grad():
+                call()
+                call()  # the second call launches the compiled kernel directly: its profile is readable
+                row[f"{op} {name} ms"] = statistics.median(gpu_ms(timer, call, cold) for _ in range(rounds))
+            if name == "full" and op == "forward":
+                row["profile"] = compiled_profile(full, values)
+    return row
+
+
+def format_row(row: dict[str, Any], names: list[str]) -> str:
+    """The row as text: the full kernel over the copy and each stage's share (full minus the variant)."""
+    copy = row["copy_ms"]
+    parts = [f"{row['case']:<14} {row['dtype']:<9} {row['l2']:<4} copy {copy * 1e3:8.1f} us"]
+    for op in ("forward", "in place"):
+        full = row[f"{op} full ms"]
+        stages = ", ".join(f"{name} {(full - row[f'{op} {name} ms']) / copy:+.3f}" for name in names)
+        parts.append(f"  {op}: {full / copy:.3f}x copy ({stages} of a copy)")
+    profile = row.get("profile", {})
+    parts.append(
+        f"  regs {profile.get('registers')} spills {profile.get('spills')} "
+        f"{profile.get('global_accesses_in_ptx')} {profile.get('config')}"
+    )
+    return "\n".join(parts)
+
+
+def launch_once() -> None:
+    """Each shape's forward and in place once and a Triton copy of it, BF16 and FP32 (for ncu)."""
+    from impl import rope_triton as rope
+
+    copy = _copy_kernel_launcher()
+    for dtype in (torch.bfloat16, torch.float32):
+        for name in STAGE_CASES:
+            case = CASES[name]
+            values, angles = make_values(case, dtype), make_angles(case.shape[1])
+            with torch.no_grad():
+                rope.apply_rope_triton(values, angles, inverse=case.inverse)
+                rope.apply_rope_triton_(values, angles, inverse=case.inverse)
+                copy(values.contiguous())
+            torch.cuda.synchronize()
+            print(f"launched {name} {dtype}", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The stage table, or (``--launch-once``) one launch per shape for a profiler."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.stages", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scratch"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--dtypes", default="bf16,fp32")
+    parser.add_argument("--launch-once", action="store_true", help="launch each shape once (under ncu)")
+    parser.add_argument("--time-budget", type=float, default=240.0, metavar="SECONDS")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("benchmarks.stages: no CUDA device is visible; this benchmark needs one.", file=sys.stderr)
+        return NO_CUDA_EXIT_CODE
+    if args.launch_once:
+        launch_once()
+        return 0
+    from impl import rope_triton as full
+
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    clock, timer = Clock(args.time_budget), GraphTimer()
+    with tempfile.TemporaryDirectory() as scratch:
+        variants = {name: variant(edit, Path(scratch), name) for name, edit in STAGE_EDITS.items()}
+        document = {
+            "schema": "rope-benchmark-stages/1",
+            "status": "running",
+            "environment": environment(),
+            "stages": {name: list(edit) for name, edit in STAGE_EDITS.items()},
+            "rows": [],
+        }
+        results = ResultFile(args.out, "stages", document)
+        status = "complete"
+        triton_copy = _copy_kernel_launcher()
+        for dtype_name in args.dtypes.split(","):
+            for name in STAGE_CASES:
+                if clock.expired():
+                    status = "stopped: time budget spent"
+                    break
+                row = measure(name, dtypes[dtype_name], full, variants, timer, args.rounds, triton_copy)
+                results.add_row(row)
+                print(format_row(row, list(variants)), flush=True)
+        results.finish(status)
+    clock.log(f"wrote {results.path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

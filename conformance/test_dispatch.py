@@ -198,3 +198,36 @@ def test_programs_whose_rows_share_a_position_compute_its_frequencies_once(
     frequencies = checks.kernel_frequencies_of(angles, rope).cpu()
     expected = eager.apply_rope(values.cpu(), frequencies, contraction=checks.contraction_of(device))
     assert torch.equal(bits(output.cpu()), bits(expected))
+
+
+# Launch configurations that reach every path of the kernel's two loops on the shapes below (copied channels 27 and
+# 24, rotary blocks of 10 and 16 channels): whole copied chunks and a remainder, a remainder alone, several rotary
+# chunks with a partial last one, one row a program, rows per program that share a position or not, and programs with
+# masked rows past the tensor. The interpreter's own launches take each part in one chunk; the GPU's configurations
+# (the sweeps' and the rule's) take others, so CI runs them all here.
+LAUNCH_PATHS = {
+    "small-chunks": {"block_rows": 2, "copy_channels": 8, "rotary_channels": 4, "num_warps": 4},
+    "copied-remainder-only": {"block_rows": 4, "copy_channels": 32, "rotary_channels": 16, "num_warps": 2},
+    "one-row-a-program": {"block_rows": 1, "copy_channels": 16, "rotary_channels": 8, "num_warps": 2},
+    "rows-past-the-tensor": {"block_rows": 64, "copy_channels": 8, "rotary_channels": 16, "num_warps": 4},
+}
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["out-of-place", "in-place"])
+@pytest.mark.parametrize("inverse", [False, True], ids=["forward", "inverse"])
+@pytest.mark.parametrize(("shape", "pairs"), [((2, 5, 3, 37), 5), ((2, 6, 40), 8)], ids=["4d-odd", "3d"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("path", list(LAUNCH_PATHS))
+def test_every_launch_path_matches_the_oracle(rope, device, path, dtype, shape, pairs, inverse, in_place):
+    from oracle import eager
+
+    values, angles = _inputs(device, dtype, shape, pairs=pairs)
+    config = rope.LaunchConfig(**LAUNCH_PATHS[path])
+    output = rope._launch(values.clone() if in_place else values, angles, inverse, in_place=in_place, config=config)
+    frequencies = checks.kernel_frequencies_of(angles, rope).cpu()
+    expected = eager.apply_rope(values.cpu(), frequencies, inverse=inverse, contraction=checks.contraction_of(device))
+    differ = bits(output.cpu()) != bits(expected)
+    assert not differ.any(), (
+        f"{path} {LAUNCH_PATHS[path]}: {int(differ.sum())} elements differ from the oracle, first at "
+        f"{tuple(differ.nonzero()[0].tolist())}"
+    )

@@ -67,6 +67,10 @@ MUTATIONS = {
     ),
     # Rounding, widening, NaNs and signs.
     "bf16-truncating-cast": ("rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16", "rounded = bits >> 16"),
+    "native-narrowing-truncates": (
+        "            return r.to(dtype)\n",
+        '            return r.to(dtype, fp_downcast_rounding="rtz")\n',
+    ),
     "bf16-widening-by-cast": (
         "return (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)",
         "return x.to(tl.float32)",
@@ -102,12 +106,22 @@ MUTATIONS = {
         "frequency_rows = tl.program_id(0) + tl.zeros((1,), dtype=tl.int32)",
     ),
     "frequency-pair-stride-ignored": (
-        "frequency = frequency_row + (channel // 2)[None, :] * stride_frequency",
-        "frequency = frequency_row + (channel // 2)[None, :]",
+        "frequency = frequency_row + pair[None, :] * stride_frequency",
+        "frequency = frequency_row + pair[None, :]",
     ),
-    "partner-not-swapped": (
-        "partner = _to_float32(tl.load(source + (channel ^ 1)[None, :] * stride_source",
-        "partner = _to_float32(tl.load(source + channel[None, :] * stride_source",
+    "pair-parts-swapped": (
+        "x0, x1 = tl.split(tl.reshape(x, (BLOCK_R, ROTARY_K // 2, 2)))",
+        "x1, x0 = tl.split(tl.reshape(x, (BLOCK_R, ROTARY_K // 2, 2)))",
+    ),
+    # Chunks: a row's copied channels as whole chunks and a remainder, its rotary block in one or more chunks.
+    "copy-last-whole-chunk-skipped": (
+        "for chunk in range(0, whole_chunks):",
+        "for chunk in range(0, whole_chunks - 1):",
+    ),
+    "copy-remainder-skipped": ("if whole_chunks * BLOCK_K < count:", "if False:"),
+    "rotary-chunks-after-the-first-skipped": (
+        "for chunk in range(0, tl.cdiv(2 * pairs, ROTARY_K)):",
+        "for chunk in range(0, 1):",
     ),
     # Frequencies computed in the kernel (CUDA: libdevice flushes subnormal angles).
     "subnormal-sin-flushed": (
@@ -138,10 +152,13 @@ MUTATIONS = {
 BACKEND_ONLY = {
     "interpreter": {
         "bf16-widening-by-cast": "on CUDA, widening BF16 by a cast is exact; the interpreter gets subnormals wrong",
+        "bf16-truncating-cast": "the interpreter's narrowing on the bit pattern; CUDA narrows with the conversion "
+        "instruction (native-narrowing-truncates)",
         # Seen on the H200 (docs/gpu-runs/README.md): the mutant passed every probe, FP32 NaN payloads included.
         "nan-not-canonical": "on CUDA, the GPU's float32 fma and multiply already return the canonical NaN 0x7FFFFFFF",
     },
     "cuda": {
+        "native-narrowing-truncates": "the interpreter narrows on the bit pattern; this line runs on CUDA",
         "none-variant-left-to-fp-fusion": "numpy, which the interpreter runs, never contracts a product into an add",
         "rounded-product-left-to-fp-fusion": "the interpreter's helper is a plain product; this line runs on CUDA",
         "subnormal-sin-flushed": "the interpreter computes cos/sin with numpy; this line runs on CUDA",
@@ -187,6 +204,27 @@ def _rows_sharing_a_position(case, device, module):
         contraction=checks.contraction_of(device),
     )
     checks.assert_bits(None, "rows-sharing-a-position", case, device, output.cpu(), expected, values=values.cpu())
+
+
+# Chunks of every kind in one launch: 3 whole copied chunks and a remainder of 3 channels, and rotary chunks of 2 pairs
+# with a partial last one (the interpreter's own launches take each part in one chunk).
+SMALL_CHUNKS = {"block_rows": 2, "copy_channels": 8, "rotary_channels": 4, "num_warps": 4}
+
+
+def _every_chunk_path(case, device, module):
+    """The forward and the in-place rotation in small chunks, against the oracle."""
+    values, angles = make_values(case, device), make_angles(case, device)
+    config = module.LaunchConfig(**SMALL_CHUNKS)
+    expected = oracle_eager.apply_rope(
+        values.cpu(),
+        checks.kernel_frequencies_of(angles, module).cpu(),
+        inverse=case.inverse,
+        contraction=checks.contraction_of(device),
+    )
+    output = module._launch(values, angles, case.inverse, config=config)
+    checks.assert_bits(None, "small-chunks", case, device, output.cpu(), expected, values=values.cpu())
+    rotated = module._launch(values.clone(), angles, case.inverse, in_place=True, config=config)
+    checks.assert_bits(None, "small-chunks-in-place", case, device, rotated.cpu(), expected, values=values.cpu())
 
 
 def _non_uniform_eager_path_is_refused(case, device, module):
@@ -242,6 +280,7 @@ PROBES = [
     (checks.in_place_matches, Case("bf16", "query", "channel-strided", True, "normal", small=True)),
     (_version_counter_is_bumped, Case("fp32", "batch3", "transposed", False, "normal")),
     (_rows_sharing_a_position, Case("bf16", "batch3", "transposed", False, "normal", per_batch_angles=True)),
+    (_every_chunk_path, Case("bf16", "odd-channels", "padded-rows", True, "normal")),
     (
         _forced_variant("second/none", checks.forward_matches_oracle),
         Case("fp32", "query", "contiguous", False, "normal", small=True),

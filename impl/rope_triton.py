@@ -24,9 +24,9 @@ Numerics follow the eager path of the device bit for bit:
 * The float32 result is rounded to the input dtype with round-to-nearest-even, and every NaN the rotation produces
   is the canonical NaN CUDA emits (0x7FFF for BF16/FP16, 0x7FFFFFFF for FP32). Copied channels keep their bits.
 
-BF16 is widened and narrowed with integer bit operations rather than casts: Triton's interpreter (how this kernel
-runs on a CPU, with ``TRITON_INTERPRET=1``) truncates float32 -> bfloat16 and widens bfloat16 subnormals wrongly,
-and the same source must be exact on both.
+On the GPU, BF16/FP16 are widened and narrowed by the hardware's conversions. Triton's interpreter (how this kernel
+runs on a CPU, with ``TRITON_INTERPRET=1``) truncates float32 -> bfloat16 and widens bfloat16 subnormals wrongly, so
+there the same steps are integer operations on the bit patterns, with the same results.
 
 Inputs whose angles require grad, dtypes outside BF16/FP16/FP32, float64 angles (the eager product is then computed
 in complex128), non-CUDA inputs (except under the interpreter) and angle shapes the kernel does not index take the
@@ -82,35 +82,37 @@ _OPERATOR_NAMESPACE = "dsv41_rope_" + re.sub(r"\W", "_", __name__)
 if HAVE_TRITON:
 
     @triton.jit
-    def _to_float32(x):
-        """Widen BF16/FP16/FP32 to float32 exactly (BF16 by shifting its bits into the high half)."""
-        if x.dtype == tl.bfloat16:
-            return (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
-        else:
-            return x.to(tl.float32)
-
-    @triton.jit
-    def _from_float32(r, dtype: tl.constexpr):
-        """Round float32 to ``dtype`` (nearest even); any NaN becomes the canonical NaN CUDA emits."""
-        bits = r.to(tl.uint32, bitcast=True)
-        is_nan = (bits & 0x7FFFFFFF) > 0x7F800000
-        if dtype == tl.bfloat16:
-            # Adding 0x7FFF plus the lowest kept bit carries exactly when the dropped half is above a tie, or a
-            # tie with an odd kept half: round-to-nearest-even on the bit pattern, overflow to inf included.
-            rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16
-            return tl.where(is_nan, 0x7FFF, rounded).to(tl.uint16).to(tl.bfloat16, bitcast=True)
-        elif dtype == tl.float16:
-            rounded = r.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32)
-            return tl.where(is_nan, 0x7FFF, rounded).to(tl.uint16).to(tl.float16, bitcast=True)
-        else:
-            return tl.where(is_nan, 0x7FFFFFFF, bits).to(tl.uint32).to(tl.float32, bitcast=True)
-
-    @triton.jit
     def _negate(x):
         """-x by flipping the sign bit: on the H200 with Triton 3.6, unary minus gave +0 for -(+0) (as 0 - x would)."""
         return (x.to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.float32, bitcast=True)
 
     if _INTERPRETED:
+
+        @triton.jit
+        def _to_float32(x):
+            """Widen BF16/FP16/FP32 to float32 exactly. The interpreter widens BF16 subnormals wrongly, so BF16 is
+            widened by shifting its bits into the high half."""
+            if x.dtype == tl.bfloat16:
+                return (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+            else:
+                return x.to(tl.float32)
+
+        @triton.jit
+        def _from_float32(r, dtype: tl.constexpr):
+            """Round float32 to ``dtype`` (nearest even) on the bit pattern, since the interpreter's BF16 cast
+            truncates; any NaN becomes the canonical NaN CUDA emits."""
+            bits = r.to(tl.uint32, bitcast=True)
+            is_nan = (bits & 0x7FFFFFFF) > 0x7F800000
+            if dtype == tl.bfloat16:
+                # Adding 0x7FFF plus the lowest kept bit carries exactly when the dropped half is above a tie, or a
+                # tie with an odd kept half: round-to-nearest-even on the bit pattern, overflow to inf included.
+                rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16
+                return tl.where(is_nan, 0x7FFF, rounded).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+            elif dtype == tl.float16:
+                rounded = r.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32)
+                return tl.where(is_nan, 0x7FFF, rounded).to(tl.uint16).to(tl.float16, bitcast=True)
+            else:
+                return tl.where(is_nan, 0x7FFFFFFF, bits).to(tl.uint32).to(tl.float32, bitcast=True)
 
         @triton.jit
         def _rounded_product(a, b):
@@ -124,6 +126,18 @@ if HAVE_TRITON:
             return tl.cos(angle), tl.where(subnormal, angle, tl.sin(angle))
 
     else:
+
+        @triton.jit
+        def _to_float32(x):
+            """Widen BF16/FP16/FP32 to float32: exact on the GPU, one conversion instruction."""
+            return x.to(tl.float32)
+
+        @triton.jit
+        def _from_float32(r, dtype: tl.constexpr):
+            """Round float32 to ``dtype`` with the GPU's round-to-nearest-even conversion. Every NaN of the rotation
+            comes out of the GPU's fma or multiply as the canonical float32 NaN, which converts to CUDA's canonical
+            0x7FFF (seen on the H200: a NaN-canonicalizing step here was never observable)."""
+            return r.to(dtype)
 
         @triton.jit
         def _rounded_product(a, b):
@@ -170,18 +184,20 @@ if HAVE_TRITON:
         source, target, count, stride_source, stride_target, row_ok, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr
     ):
         """Copy channels ``[0, count)`` of each row with plain loads and stores (every bit kept, NaN payloads too).
-        Whole chunks are masked by row alone, so their accesses stay full vectors; then the remainder."""
-        whole_end = count - count % BLOCK_K
+        Whole chunks are masked by row alone, so their accesses stay full vectors; then the remainder. Chunk starts
+        are written as ``chunk * BLOCK_K``: Triton then knows they are multiples of BLOCK_K (aligned vectors), which
+        it does not infer for a loop counter stepping by BLOCK_K (16-bit accesses on the H200, Triton 3.6)."""
+        whole_chunks = count // BLOCK_K
         rows_mask = tl.broadcast_to(row_ok, (BLOCK_R, BLOCK_K))
-        for start in range(0, whole_end, BLOCK_K):
-            channel = (start + tl.arange(0, BLOCK_K))[None, :]
+        for chunk in range(0, whole_chunks):
+            channel = (chunk * BLOCK_K + tl.arange(0, BLOCK_K))[None, :]
             tl.store(
                 target + channel * stride_target,
                 tl.load(source + channel * stride_source, mask=rows_mask),
                 mask=rows_mask,
             )
-        if whole_end < count:
-            channel = whole_end + tl.arange(0, BLOCK_K)
+        if whole_chunks * BLOCK_K < count:
+            channel = whole_chunks * BLOCK_K + tl.arange(0, BLOCK_K)
             mask = row_ok & (channel < count)[None, :]
             channel = channel[None, :]
             tl.store(target + channel * stride_target, tl.load(source + channel * stride_source, mask=mask), mask=mask)
@@ -209,29 +225,28 @@ if HAVE_TRITON:
         """Rotate rotary channels ``[start, start + ROTARY_K)`` of BLOCK_R rows (``start`` is even, so the chunk
         holds whole pairs) by the frequencies at ``frequency_row`` (one per row, or one row shared by all).
 
-        Each element is loaded with its pair partner (channel ``c ^ 1``) and keeps its own part of the product, the
-        real part at even channels and the imaginary one at odd channels: no shuffling of pairs between threads.
-        In place, every thread's loads precede every store of the block (a barrier), so both values of a pair are
-        read before either is written, whichever threads hold them."""
+        The chunk is loaded once, as a ``[BLOCK_R, ROTARY_K]`` tile of full vectors, and split into the two parts of
+        its ``ROTARY_K // 2`` pairs; the rotated parts are joined back into a tile of the same layout. In place,
+        every thread's loads precede every store of the chunk (a barrier), whichever threads the split moved the
+        parts of a pair to."""
         channel = start + tl.arange(0, ROTARY_K)
         mask = row_ok & (channel < 2 * pairs)[None, :]
         x = _to_float32(tl.load(source + channel[None, :] * stride_source, mask=mask, other=0.0))
-        partner = _to_float32(tl.load(source + (channel ^ 1)[None, :] * stride_source, mask=mask, other=0.0))
-        even = (channel % 2 == 0)[None, :]
-        x0, x1 = tl.where(even, x, partner), tl.where(even, partner, x)
-        frequency_mask = frequency_ok & (channel < 2 * pairs)[None, :]
-        frequency = frequency_row + (channel // 2)[None, :] * stride_frequency
+        x0, x1 = tl.split(tl.reshape(x, (BLOCK_R, ROTARY_K // 2, 2)))
+        pair = start // 2 + tl.arange(0, ROTARY_K // 2)
+        frequency = frequency_row + pair[None, :] * stride_frequency
+        frequency_mask = frequency_ok & (pair < pairs)[None, :]
         if IN_KERNEL_FREQUENCIES:
             cos, sin = _cos_sin(tl.load(frequency, mask=frequency_mask, other=0.0))
         else:  # torch.polar's (cos, sin) pairs, sin next to cos
             cos = tl.load(frequency, mask=frequency_mask, other=0.0)
             sin = tl.load(frequency + 1, mask=frequency_mask, other=0.0)
-        cos = tl.broadcast_to(cos, (BLOCK_R, ROTARY_K))
-        sin = tl.broadcast_to(sin, (BLOCK_R, ROTARY_K))
         if NEGATE_SIN:
             sin = _negate(sin)
+        cos = tl.broadcast_to(cos, (BLOCK_R, ROTARY_K // 2))
+        sin = tl.broadcast_to(sin, (BLOCK_R, ROTARY_K // 2))
         real, imag = _complex_multiply(x0, x1, cos, sin, REAL, IMAG)
-        rotated = _from_float32(tl.where(even, real, imag), target.dtype.element_ty)
+        rotated = _from_float32(tl.reshape(tl.join(real, imag), (BLOCK_R, ROTARY_K)), target.dtype.element_ty)
         if IN_PLACE:
             tl.debug_barrier()
         tl.store(target + channel[None, :] * stride_target, rotated, mask=mask)
@@ -309,12 +324,12 @@ if HAVE_TRITON:
             )
         source += pair_offset * stride_values_channel
         target += pair_offset * stride_output_channel
-        for start in range(0, 2 * pairs, ROTARY_K):
+        for chunk in range(0, tl.cdiv(2 * pairs, ROTARY_K)):  # chunk * ROTARY_K: aligned, as in _copy_channels
             _rotate_chunk(
                 source,
                 target,
                 frequency_row,
-                start,
+                chunk * ROTARY_K,
                 pairs,
                 stride_values_channel,
                 stride_output_channel,
@@ -371,47 +386,53 @@ class KernelSettings:
         return f"{variant}, {frequencies} ({self.source})"
 
 
-# The fastest configurations of the H200 sweep of DeepSeek V4.1's own tensors, 2026-12-03 (benchmarks.sweep --quick,
-# benchmarks/results/h200-2026-12-03/): (channels, pairs, element size, heads) -> configuration, each with its cold
-# time over a cold copy and the general rule's below.
+# The fastest configurations of the H200 sweeps of this kernel on DeepSeek V4.1's own tensors, 2026-12-04
+# (benchmarks.sweep --quick and --in-place; docs/benchmarks.md): (channels, pairs, element size, heads, in place) ->
+# configuration, each with its cold time over a cold copy and the general rule's.
 _SWEPT_CONFIGS = {
-    (512, 32, 2, 64): LaunchConfig(8, 64, 64, 2),  # BF16/FP16 query: 1.168x copy (rule: 1.179x)
-    (512, 32, 4, 64): LaunchConfig(2, 512, 64, 2),  # FP32 query: 1.029x (1.060x)
-    (128, 32, 2, 32): LaunchConfig(16, 64, 64, 2),  # BF16/FP16 index query: 1.383x (the rule's own)
-    (512, 32, 2, 1): LaunchConfig(2, 512, 64, 2),  # BF16/FP16 window and compressed KV: 1.273x (1.574x)
-    (128, 32, 2, 1): LaunchConfig(16, 64, 64, 8),  # BF16/FP16 index keys: 1.401x (1.753x)
+    (512, 32, 2, 64, False): LaunchConfig(4, 512, 64, 2),  # BF16/FP16 query: 1.103x copy (rule: 1.130x)
+    (512, 32, 4, 64, False): LaunchConfig(1, 512, 64, 2),  # FP32 query: 1.022x (1.046x)
+    (128, 32, 2, 32, False): LaunchConfig(16, 64, 64, 2),  # BF16/FP16 index query: 1.373x (1.431x)
+    (128, 32, 4, 32, False): LaunchConfig(16, 64, 64, 4),  # FP32 index query: 1.199x (1.237x)
+    (512, 32, 2, 1, False): LaunchConfig(16, 512, 64, 8),  # BF16/FP16 window KV: 1.188x (1.247x); compressed 1.079x
+    (512, 32, 4, 1, False): LaunchConfig(4, 512, 64, 4),  # FP32 window KV: 1.074x (1.235x)
+    (128, 32, 2, 1, False): LaunchConfig(4, 64, 64, 2),  # BF16/FP16 index keys: 1.391x (2.603x)
+    (128, 32, 4, 1, False): LaunchConfig(4, 64, 64, 2),  # FP32 index keys: 1.338x (3.029x)
+    (512, 32, 2, 64, True): LaunchConfig(32, 512, 64, 2),  # BF16/FP16 query in place: 0.251x copy (0.260x)
+    (512, 32, 4, 64, True): LaunchConfig(32, 512, 64, 4),  # FP32 query in place: 0.168x (0.170x)
+    (128, 32, 2, 32, True): LaunchConfig(32, 64, 64, 2),  # BF16/FP16 index query in place: 0.899x (1.097x)
+    # BF16/FP16 window KV in place: 0.605x (1.197x); the compressed KV's best, R8 w4, 0.854x (rule: 1.796x)
+    (512, 32, 2, 1, True): LaunchConfig(16, 512, 64, 8),
+    (128, 32, 2, 1, True): LaunchConfig(16, 64, 64, 8),  # BF16/FP16 index keys in place: 1.049x (2.134x)
 }
 
 
-def _launch_config(rows: int, channels: int, pairs: int, element_size: int, heads: int = 1) -> LaunchConfig:
+def _launch_config(
+    rows: int, channels: int, pairs: int, element_size: int, heads: int = 1, in_place: bool = False
+) -> LaunchConfig:
     """Choose rows per program, chunk widths and warps for a tensor of ``rows`` x ``channels``.
 
-    DeepSeek V4.1's own tensors take the sweep's fastest configuration (``_SWEPT_CONFIGS``). Otherwise:
-    Chunks of about 2 KiB (one 16-byte vector per thread of 4 warps), from the launch sweeps on the H200
-    (``benchmarks/sweep.py``, docs/benchmarks.md): copied chunks as wide as the row allows (256 channels for rows of
-    2 KiB and more, 128 from 1 KiB, 64 below), narrowed while they do not divide the copied part, so that a row's
-    copied channels are whole vector chunks (448 of a 512-channel DeepSeek row are 7 chunks of 64); rotary chunks of
-    the rotary block's width. Rows of 256 bytes or less run on 2 warps. With several heads, rows per program divide
-    the heads where a power of two of at least 4 does, so that a program's rows share one position's cos/sin.
+    DeepSeek V4.1's own tensors take the sweep's fastest configuration (``_SWEPT_CONFIGS``). Otherwise: the copied
+    part and the rotary block each in one chunk as wide as it is, rounded up to a power of two (at most 1024
+    channels), as many rows as make 4 KiB of the widest chunk (the rotary one in place, which copies nothing), on 2
+    warps: the sweeps' fastest programs hold a few KiB of whole rows, and a program then has all its loads in flight
+    at once. With several heads, rows per program divide the heads where a power of two of at least 4 does, so that
+    a program's rows share one position's cos/sin.
     """
     if _INTERPRETED:
         return _interpreter_config(rows, channels, pairs)
-    swept = _SWEPT_CONFIGS.get((channels, pairs, element_size, heads))
+    swept = _SWEPT_CONFIGS.get((channels, pairs, element_size, heads, in_place))
     if swept is not None and swept.block_rows <= rows:
         return swept
-    row_bytes = channels * element_size
-    copy_channels = 256 if row_bytes >= 2048 else 128 if row_bytes >= 1024 else 64
-    pair_offset = channels - 2 * pairs
-    while copy_channels > 64 and pair_offset % copy_channels:
-        copy_channels //= 2
-    rotary_channels = min(triton.next_power_of_2(2 * pairs), copy_channels)
-    widest = max(copy_channels, rotary_channels)
-    block_rows = max(1, 2048 // (copy_channels * element_size))
-    block_rows = min(block_rows, _ELEMENTS_PER_PROGRAM // widest, triton.next_power_of_2(max(rows, 1)))
+    copy_channels = min(triton.next_power_of_2(max(channels - 2 * pairs, 1)), 1024)
+    rotary_channels = min(triton.next_power_of_2(2 * pairs), 1024)
+    widest = rotary_channels if in_place else max(copy_channels, rotary_channels)  # in place copies nothing
+    block_rows = max(1, 4096 // (widest * element_size))
+    block_rows = min(block_rows, triton.next_power_of_2(max(rows, 1)))
     heads_power_of_two = heads & -heads  # the largest power of two dividing heads
     if heads_power_of_two >= 4:
         block_rows = min(block_rows, heads_power_of_two)
-    return LaunchConfig(block_rows, copy_channels, rotary_channels, num_warps=2 if row_bytes <= 256 else 4)
+    return LaunchConfig(block_rows, copy_channels, rotary_channels, num_warps=2)
 
 
 def _interpreter_config(rows: int, channels: int, pairs: int) -> LaunchConfig:
@@ -522,7 +543,7 @@ def _make_plan(
     rows = batch * sequence * heads
     if rows > _MAX_ROWS:  # _uses_fused_kernel sends such tensors to the eager path; this guards direct callers
         raise ValueError(f"the kernel indexes rows in 32 bits: {rows} rows (values {_describe(values)}) is too many")
-    config = config or _launch_config(rows, channels, pairs, values.element_size(), heads)
+    config = config or _launch_config(rows, channels, pairs, values.element_size(), heads, in_place=output is values)
 
     def strides(tensor: torch.Tensor) -> tuple[int, int, int, int]:
         return tensor.stride(0), tensor.stride(1), tensor.stride(2) if four_d else 0, tensor.stride(-1)

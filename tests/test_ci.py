@@ -1,6 +1,8 @@
 """The gate's CI: the workflow files parse and hang together (jobs, needs, the shard matrix, artifact names, the
 reusable workflow's inputs), every command they run is a script of this repository, and the scripts do what the
-workflows rely on (`.ci/groups`, `.ci/shard`, `.ci/merge`), on the CPU."""
+workflows rely on (`.ci/groups`, `.ci/shard`, `.ci/merge`), on the CPU. The workflows are safe to hand to other
+repositories' self-hosted runners (actions pinned by commit, no credential left in the workspace, a read-only token),
+and CI audits them with zizmor and GitHub's workflow schema before the tests (`.ci/lint-workflows`)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,11 @@ pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS = REPO / ".github" / "workflows"
 REUSABLE = "conformance-reusable.yml"
+WORKFLOW_NAMES = ["conformance.yml", REUSABLE]
+# `uses: owner/repo[/path]@<40-hex commit> # vX.Y.Z`, as a line of a workflow file (YAML drops the comment).
+USES_LINE = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>\S+)(?:\s+#\s*(?P<comment>.*?))?\s*$")
+PINNED = re.compile(r"^(?P<action>[\w.-]+/[\w.-]+(?:/[\w./-]+)?)@(?P<sha>[0-9a-f]{40})$")
+RELEASE = re.compile(r"^v\d+\.\d+\.\d+$")
 
 
 def workflow(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -40,6 +47,19 @@ def runs(name: str) -> list[str]:
     """Every `run:` command of a workflow."""
     data, _ = workflow(name)
     return [step["run"] for job in data["jobs"].values() for step in job.get("steps", []) if "run" in step]
+
+
+def uses_lines(name: str) -> list[re.Match[str]]:
+    """Every `uses:` line of a workflow file, steps' and jobs', with its trailing comment."""
+    lines = (WORKFLOWS / name).read_text(encoding="utf-8").splitlines()
+    return [match for line in lines if (match := USES_LINE.match(line))]
+
+
+def all_uses(name: str) -> list[str]:
+    """Every `uses:` value of a workflow as YAML reads it: the jobs' (reusable workflows) and their steps'."""
+    jobs = workflow(name)[0]["jobs"].values()
+    called = [job["uses"] for job in jobs if "uses" in job]
+    return called + [step["uses"] for job in jobs for step in job.get("steps", []) if "uses" in step]
 
 
 def command(name: str, script: str) -> list[str]:
@@ -117,6 +137,131 @@ def test_every_command_is_a_script_of_the_repository() -> None:
     for script in scripts | {"run"}:
         path = REPO / script
         assert path.is_file() and os.access(path, os.X_OK), script
+
+
+def test_every_action_is_pinned_to_a_full_commit_sha_with_its_release_in_a_comment() -> None:
+    # A tag can be moved to other code; a commit cannot. The comment says which release the commit is.
+    pins: dict[str, set[tuple[str, str]]] = {}
+    for name in WORKFLOW_NAMES:
+        lines = uses_lines(name)
+        assert sorted(m["ref"] for m in lines) == sorted(all_uses(name))  # the line scan saw every `uses:`
+        for match in lines:
+            if match["ref"] == f"./.github/workflows/{REUSABLE}" and name == "conformance.yml":
+                continue  # this repository's own reusable workflow, at the caller's commit (see .github/zizmor.yml)
+            pinned = PINNED.match(match["ref"])
+            assert pinned, f"{name}: {match['ref']} is not pinned to a 40-hex commit"
+            assert match["comment"] and RELEASE.match(match["comment"]), f"{name}: {match['ref']} names no release"
+            pins.setdefault(pinned["action"], set()).add((pinned["sha"], match["comment"]))
+    assert set(pins) == {
+        "actions/checkout",
+        "actions/setup-python",
+        "actions/upload-artifact",
+        "actions/download-artifact",
+    }
+    assert all(len(commits) == 1 for commits in pins.values()), pins  # one commit and release an action, everywhere
+
+
+def test_every_checkout_leaves_no_credential_in_the_workspace() -> None:
+    # By default actions/checkout writes the token into .git/config, readable by the code under test and by uploads.
+    checkouts = [
+        step
+        for name in WORKFLOW_NAMES
+        for job in workflow(name)[0]["jobs"].values()
+        for step in steps(job, "actions/checkout")
+    ]
+    assert len(checkouts) == 5
+    assert all(step["with"]["persist-credentials"] is False for step in checkouts), checkouts
+
+
+@pytest.mark.parametrize("name", WORKFLOW_NAMES)
+def test_the_token_gets_nothing_by_default_and_each_job_reads_the_repository_only(name: str) -> None:
+    data, _ = workflow(name)
+    assert data["permissions"] == {}
+    # The checkouts need contents: read; for the gpu job it is also the most the called workflow's jobs may get.
+    assert {job_name: job.get("permissions") for job_name, job in data["jobs"].items()} == {
+        job_name: {"contents": "read"} for job_name in data["jobs"]
+    }
+
+
+def test_zizmor_ignores_only_the_self_repository_call_and_says_why() -> None:
+    config_text = (REPO / ".github" / "zizmor.yml").read_text(encoding="utf-8")
+    assert yaml.safe_load(config_text) == {"rules": {"self-repository": {"ignore": ["conformance.yml"]}}}
+    reason = config_text.split("self-repository:")[1].split("ignore:")[0]
+    assert reason.count("#") >= 3 and "caller's own commit" in reason
+    # The reason holds while the only local reference is conformance.yml's call of the reusable workflow; the
+    # reusable workflow, run for other repositories, has none (a `./` action there would be the caller's code).
+    assert [ref for ref in all_uses("conformance.yml") if ref.startswith((".", "$"))] == [
+        f"./.github/workflows/{REUSABLE}"
+    ]
+    assert [ref for ref in all_uses(REUSABLE) if ref.startswith((".", "$"))] == []
+
+
+def test_ci_audits_the_workflows_before_the_tests() -> None:
+    ci_commands = [
+        line
+        for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+        if line and not line.startswith(("#", "set ", "cd "))
+    ]
+    assert ci_commands == [".ci/lint-workflows", "./run tests --junitxml=reports/junit.xml"]
+    lint = (REPO / ".ci" / "lint-workflows").read_text(encoding="utf-8")
+    assert "set -euo pipefail" in lint
+    assert '-m pip install -q "zizmor==$zizmor_version" "check-jsonschema==$check_jsonschema_version"' in lint
+    assert lint_pins()["zizmor"] == "1.33.1" and re.fullmatch(r"\d+\.\d+\.\d+", lint_pins()["check_jsonschema"])
+
+
+def lint_pins() -> dict[str, str]:
+    """The tool versions .ci/lint-workflows installs, {"zizmor": "1.33.1", "check_jsonschema": ...}."""
+    lint = (REPO / ".ci" / "lint-workflows").read_text(encoding="utf-8")
+    return dict(re.findall(r"^(\w+)_version=(\S+)$", lint, flags=re.MULTILINE))
+
+
+def fake_lint_tools(tmp_path: Path, zizmor_status: int, schema_status: int) -> tuple[Path, Path]:
+    """A venv of stand-ins for the pinned zizmor and check-jsonschema that log their arguments and exit as told."""
+    log = tmp_path / "calls.log"
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    pins = lint_pins()
+    for tool, version, status in (
+        ("zizmor", f"zizmor {pins['zizmor']}", zizmor_status),
+        ("check-jsonschema", f"check-jsonschema, version {pins['check_jsonschema']}", schema_status),
+    ):
+        script = bin_dir / tool
+        script.write_text(
+            f'#!/usr/bin/env bash\nif [ "$1" = --version ]; then echo "{version}"; exit 0; fi\n'
+            f'echo "{tool} $*" >> "{log}"\nexit {status}\n'
+        )
+        script.chmod(0o755)
+    return tmp_path / "venv", log
+
+
+@pytest.mark.parametrize(
+    ("zizmor_status", "schema_status", "expected_status", "tools_run"),
+    [
+        (0, 0, 0, 2),  # no finding, schema valid
+        (14, 0, 14, 1),  # a high-severity finding (an unpinned action): fails before anything else
+        (12, 0, 12, 1),  # a low-severity finding alone fails too
+        (0, 1, 1, 2),  # a schema error
+    ],
+)
+def test_lint_workflows_runs_zizmor_and_the_schema_check_and_any_finding_fails(
+    tmp_path: Path, zizmor_status: int, schema_status: int, expected_status: int, tools_run: int
+) -> None:
+    venv, log = fake_lint_tools(tmp_path, zizmor_status, schema_status)
+    done = subprocess.run(
+        [".ci/lint-workflows"],
+        cwd=REPO,
+        env={**os.environ, "DSV41_LINT_VENV": str(venv)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == expected_status, done.stdout + done.stderr
+    assert "installing" not in done.stdout  # the pinned versions were there
+    calls = [line.split() for line in log.read_text(encoding="utf-8").splitlines()]
+    assert len(calls) == tools_run
+    assert calls[0] == ["zizmor", "--offline", "--strict-collection", ".github/workflows/"]
+    if tools_run == 2:  # the shell's glob, in its locale's order: every workflow file
+        assert calls[1][:3] == ["check-jsonschema", "--builtin-schema", "vendor.github-workflows"]
+        assert sorted(calls[1][3:]) == sorted(f".github/workflows/{name}" for name in WORKFLOW_NAMES)
 
 
 def test_groups_are_the_matrix_of_a_split() -> None:

@@ -414,9 +414,11 @@ def _launch_config(
 
     DeepSeek V4.1's own tensors take the sweep's fastest configuration (``_SWEPT_CONFIGS``). Otherwise: the copied
     part and the rotary block each in one chunk as wide as it is, rounded up to a power of two (at most 1024
-    channels), as many rows as make 4 KiB of the widest chunk (the rotary one in place, which copies nothing), on 2
-    warps: the sweeps' fastest programs hold a few KiB of whole rows, and a program then has all its loads in flight
-    at once. With several heads, rows per program divide the heads where a power of two of at least 4 does, so that
+    channels), as many rows as make 4 KiB of the widest chunk, on 2 warps: the sweeps' fastest programs hold a few
+    KiB of whole rows, and a program then has all its loads in flight at once. In place, which copies nothing: 4 KiB
+    of the rotary block on 2 warps where heads share cos/sin, and 2 KiB on 4 warps where every row computes its own
+    (3-D values; the speed gate found 4 KiB on 2 warps slower than 56961b2 for the FP32 compressed KV and index
+    keys). With several heads, rows per program divide the heads where a power of two of at least 4 does, so that
     a program's rows share one position's cos/sin.
     """
     if _INTERPRETED:
@@ -426,13 +428,17 @@ def _launch_config(
         return swept
     copy_channels = min(triton.next_power_of_2(max(channels - 2 * pairs, 1)), 1024)
     rotary_channels = min(triton.next_power_of_2(2 * pairs), 1024)
-    widest = rotary_channels if in_place else max(copy_channels, rotary_channels)  # in place copies nothing
-    block_rows = max(1, 4096 // (widest * element_size))
+    if in_place and heads == 1:  # only the rotary block moves, and every row has its own cos/sin
+        block_rows, num_warps = max(1, 2048 // (rotary_channels * element_size)), 4
+    elif in_place:
+        block_rows, num_warps = max(1, 4096 // (rotary_channels * element_size)), 2
+    else:
+        block_rows, num_warps = max(1, 4096 // (max(copy_channels, rotary_channels) * element_size)), 2
     block_rows = min(block_rows, triton.next_power_of_2(max(rows, 1)))
     heads_power_of_two = heads & -heads  # the largest power of two dividing heads
     if heads_power_of_two >= 4:
         block_rows = min(block_rows, heads_power_of_two)
-    return LaunchConfig(block_rows, copy_channels, rotary_channels, num_warps=2)
+    return LaunchConfig(block_rows, copy_channels, rotary_channels, num_warps)
 
 
 def _interpreter_config(rows: int, channels: int, pairs: int) -> LaunchConfig:

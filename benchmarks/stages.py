@@ -5,6 +5,7 @@ From the repository root, on a CUDA machine::
     python -m benchmarks.stages --out DIR              # the stage table (about a minute on an H200)
     ncu --clock-control none --kernel-name regex:'_rope_kernel|copy_kernel' --metrics METRICS \\
         python -m benchmarks.stages --launch-once     # each shape's forward, in place and copy once, for counters
+    python -m benchmarks.stages --table STAGES_JSON NCU_CSV   # the Markdown table of docs/benchmarks.md
 
 Each variant is ``impl/rope_triton.py`` with one stage edited out (``STAGE_EDITS``; each edit must match once) and
 imported as a module of its own; its forward (and in place) is timed by CUDA-graph replay beside the full kernel and
@@ -16,6 +17,7 @@ kernel's registers, spills and global load/store widths (from its PTX) are recor
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import statistics
 import sys
@@ -152,15 +154,74 @@ def launch_once() -> None:
             print(f"launched {name} {dtype}", flush=True)
 
 
+NCU_METRICS = {
+    "time": "gpu__time_duration.sum",
+    "dram": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "occupancy": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "theoretical": "sm__maximum_warps_per_active_cycle_pct",
+    "instructions": "smsp__inst_executed.sum",
+}
+
+
+def ncu_launches(path: Path) -> list[dict[str, float]]:
+    """The metrics of each profiled launch of an ``ncu --csv`` file, in launch order."""
+    import csv
+
+    launches: dict[int, dict[str, float]] = {}
+    header = None
+    for line in csv.reader(path.read_text().splitlines()):
+        if line and line[0] == "ID":
+            header = line
+        elif header and len(line) == len(header):
+            entry = dict(zip(header, line, strict=True))
+            value = float(entry["Metric Value"].replace(",", "") or "nan")
+            launches.setdefault(int(entry["ID"]), {})[entry["Metric Name"]] = value
+    return [launches[key] for key in sorted(launches)]
+
+
+def where_the_time_goes(stages_path: Path, ncu_path: Path) -> str:
+    """The Markdown table of docs/benchmarks.md: per tensor and operation, the time over the copy (graph replay),
+    each stage's share, and from ncu (one launch each, ``--launch-once``) the DRAM throughput of the kernel and of
+    the copy, instructions per element and occupancy."""
+    document = json.loads(stages_path.read_text())
+    # --launch-once profiles forward, in place and the copy of each case of each dtype, after calibration's launches.
+    launches = ncu_launches(ncu_path)[-3 * len(STAGE_CASES) * 2 :]
+    lines = [
+        "| tensor | dtype | op | x copy | cos/sin | copied channels | rotary block | DRAM % of peak (copy) "
+        "| instructions / element (copy) | occupancy % (theoretical) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for index, row in enumerate(document["rows"]):
+        copy, numel = row["copy_ms"], row["tensor_bytes"] // (2 if row["dtype"] == "bfloat16" else 4)
+        forward, in_place, copy_launch = launches[3 * index : 3 * index + 3]
+        for op, launch in (("forward", forward), ("in place", in_place)):
+            full = row[f"{op} full ms"]
+            stages = [f"{(full - row[f'{op} {name} ms']) / copy:+.3f}" for name in document["stages"]]
+            per_element = launch[NCU_METRICS["instructions"]] * 32 / numel
+            copy_per_element = copy_launch[NCU_METRICS["instructions"]] * 32 / numel
+            lines.append(
+                f"| {row['case']} | {row['dtype'].replace('bfloat16', 'bf16').replace('float32', 'fp32')} | {op} | "
+                f"{full / copy:.3f} | {' | '.join(stages)} | {launch[NCU_METRICS['dram']]:.0f} "
+                f"({copy_launch[NCU_METRICS['dram']]:.0f}) | {per_element:.1f} ({copy_per_element:.1f}) | "
+                f"{launch[NCU_METRICS['occupancy']]:.0f} ({launch[NCU_METRICS['theoretical']]:.0f}) |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """The stage table, or (``--launch-once``) one launch per shape for a profiler."""
+    """The stage table, or (``--launch-once``) one launch per shape for a profiler, or (``--table``) the Markdown
+    table of a stages JSON and an ncu CSV."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.stages", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scratch"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dtypes", default="bf16,fp32")
     parser.add_argument("--launch-once", action="store_true", help="launch each shape once (under ncu)")
     parser.add_argument("--time-budget", type=float, default=240.0, metavar="SECONDS")
+    parser.add_argument("--table", nargs=2, type=Path, metavar=("STAGES_JSON", "NCU_CSV"), help="print the table")
     args = parser.parse_args(argv)
+    if args.table:
+        print(where_the_time_goes(*args.table))
+        return 0
     if not torch.cuda.is_available():
         print("benchmarks.stages: no CUDA device is visible; this benchmark needs one.", file=sys.stderr)
         return NO_CUDA_EXIT_CODE

@@ -1,6 +1,7 @@
 """Markdown tables of a ``benchmarks.run`` result, for the README and docs/benchmarks.md.
 
     python -m benchmarks.table benchmarks/results/<folder>/run_<date>_<gpu>.json [--dtypes bf16,fp32]
+    python -m benchmarks.table benchmarks/results/<folder>/against_<date>_<gpu>.json   # a speed gate's table
 
 Prints three tables (out of place, in place, host time per call) from the JSON alone, so the published figures are
 the measured ones, with the run's environment above them.
@@ -82,17 +83,51 @@ def host_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def against_table(document: dict[str, Any], dtypes: set[str]) -> list[str]:
+    """One line per case, dtype and operation of a ``benchmarks.run --against`` result: our GPU time and the
+    revision's, their ratio, and ours, the revision's, the sketch's and flash-attention's over the copy."""
+    revision = document["against"]["revision"]
+    lines = [
+        f"| case | dtype | op | L2 | ours us | {revision} us | ours / {revision} | ours x copy | {revision} x copy "
+        "| sketch x copy | flash-attention x copy |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in document["rows"]:
+        dtype = SHORT[row["dtype"]]
+        if dtype not in dtypes:
+            continue
+        over_copy = {
+            key: f"{row[key] / row['copy_ms']:.3f}" if key in row else "-"
+            for key in ("ours_ms", "theirs_ms", "sketch_ms", "flash_ms")
+        }
+        theirs = f"{row['theirs_ms'] * 1e3:.1f}" if "theirs_ms" in row else "-"
+        ratio = f"{row['ratio']:.3f}" + (" **slower**" if row.get("slower") else "") if "ratio" in row else "-"
+        cells = [row["case"], dtype, row["op"], row["l2"], f"{row['ours_ms'] * 1e3:.1f}", theirs, ratio]
+        lines.append("| " + " | ".join(cells + list(over_copy.values())) + " |")
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Prints the tables of one run; exit 2 when the file is not a benchmarks.run result."""
+    """Prints the tables of one run (``benchmarks.run``, or its ``--against`` speed gate); exit 2 for another
+    file."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.table", description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="a run_<date>_<gpu>.json of benchmarks.run")
     parser.add_argument("--dtypes", default="bf16,fp16,fp32", help="comma-separated (default %(default)s)")
     args = parser.parse_args(argv)
     document = json.loads(args.run.read_text())
+    env, dtypes = document["environment"], set(args.dtypes.split(","))
+    if document.get("schema") == "rope-benchmark-against/1":
+        against = document["against"]
+        print(
+            f"{env['gpu']}, torch {env['torch']}, triton {env['triton']}, CUDA {env['cuda']}, {env['date']}, kernel "
+            f"SHA-256 `{env.get('kernel_sha256')}` against {against['revision']} (`{against['kernel_sha256']}`), "
+            f"status {document['status']}\n"
+        )
+        print("\n".join(against_table(document, dtypes)) + "\n")
+        return 0
     if document.get("schema") != "rope-benchmark-run/2":
         print(f"{args.run}: not a benchmarks.run result (schema {document.get('schema')!r})", file=sys.stderr)
         return 2
-    env, dtypes = document["environment"], set(args.dtypes.split(","))
     print(
         f"{env['gpu']}, torch {env['torch']}, triton {env['triton']}, CUDA {env['cuda']}, {env['date']}, kernel "
         f"SHA-256 `{env.get('kernel_sha256')}`, {document.get('calibration', '')}, status {document['status']}\n"

@@ -136,7 +136,8 @@ if HAVE_TRITON:
         def _from_float32(r, dtype: tl.constexpr):
             """Round float32 to ``dtype`` with the GPU's round-to-nearest-even conversion. Every NaN of the rotation
             comes out of the GPU's fma or multiply as the canonical float32 NaN, which converts to CUDA's canonical
-            0x7FFF (seen on the H200: a NaN-canonicalizing step here was never observable)."""
+            0x7FFF: no step of its own canonicalizes (on the H200 the suite's NaN inputs, payloads included, give
+            eager's bits in every forward comparison)."""
             return r.to(dtype)
 
         @triton.jit

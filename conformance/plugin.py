@@ -349,7 +349,10 @@ class UlpDriftSession:
     # -- end of run ----------------------------------------------------------------------------------------------------
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Ships records to the controller (on a worker) or writes, gates and saves the report."""
+        """Ships records to the controller (on a worker) or writes, gates and saves the report; a collect-only run
+        (``--co``) ran nothing to report on."""
+        if self.config.getoption("collectonly", False):
+            return
         if self.is_worker:
             self.config.workeroutput[WORKEROUTPUT_KEY] = self.local_report().to_json()  # type: ignore[attr-defined]
             return

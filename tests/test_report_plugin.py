@@ -284,6 +284,12 @@ def test_exit_status_without_tests_is_unchanged(project: pytest.Pytester) -> Non
     assert project.runpytest("--ulp-baseline", "empty.json").ret == pytest.ExitCode.NO_TESTS_COLLECTED
 
 
+def test_a_collect_only_run_is_not_an_interrupted_one(project: pytest.Pytester) -> None:
+    result = project.runpytest("--co", "--ulp-baseline-strict", "--ulp-report", "out")
+    assert result.ret == pytest.ExitCode.OK
+    assert "ulp-drift verdict" not in result.stdout.str() and not (project.path / "out").exists()
+
+
 def test_unreadable_baseline_is_a_usage_error(project: pytest.Pytester) -> None:
     result = project.runpytest("--ulp-baseline", "nowhere.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

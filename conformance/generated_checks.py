@@ -2,22 +2,16 @@
 probes): the implementation under test on strided views of values, angles and upstream gradient that
 ``conformance.layouts`` builds, against the oracle on every backend and the eager reference on CUDA, with every
 storage element outside what the op may write kept bit for bit. The comparisons and their report records are those
-of :mod:`conformance.checks`.
+of :mod:`conformance.checks`, compared and failing as :mod:`conformance.comparisons` says.
 """
 
 from __future__ import annotations
 
 import torch
 
-from conformance.checks import (
-    AUTOGRAD_NORMALIZATION,
-    assert_bits,
-    contraction_of,
-    eager_reference,
-    hex_of,
-    kernel_frequencies_of,
-    on_cpu,
-)
+from conformance.checks import AUTOGRAD_NORMALIZATION, contraction_of, eager_reference, kernel_frequencies_of, on_cpu
+from conformance.comparisons import assert_bits, hex_of
+from conformance.failures import ConformanceFailure
 from conformance.implementation import Implementation, Judged, judged
 from conformance.layouts import GeneratedInputs, LayoutSpec, build_inputs
 from oracle import eager as oracle_eager
@@ -159,7 +153,9 @@ def _assert_storages_unchanged(
             written.view(changed).fill_(False)
         if bool(changed.any()):
             index = int(changed.nonzero()[0])
-            raise AssertionError(
-                f"{spec.id}: the op wrote its input: {int(changed.sum())} elements of the {name} storage changed, "
-                f"first at storage index {index}: {hex_of(before[name], (index,))} -> {hex_of(storage, (index,))}"
+            raise ConformanceFailure(
+                f"{spec.id} inputs-unwritten: the op wrote its input: {int(changed.sum())} elements of the {name} "
+                f"storage changed (of {storage.numel()}), first at storage index {index}: before "
+                f"{hex_of(before[name], (index,))} after {hex_of(storage, (index,))}",
+                what=f"inputs-unwritten: the {name} written",
             )

@@ -8,6 +8,9 @@ so a distributed run reports exactly what a serial one does. Code running in the
 run-level metadata to the report with `add_run_metadata`. The report records which tests the run selected and, under
 pytest-split, which group it ran (`conformance.selection`). Data model, comparison and rendering live in the
 `conformance.report` package.
+
+The verdict agrees with pytest's outcome: the report records how many tests failed and each one's line
+(`conformance.report.failed_tests`), which the terminal and the Markdown group by test function.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ import pytest
 
 from conformance.provenance import run_metadata
 from conformance.report import (
+    FAILED_TESTS,
     FROM_TESTS,
     SELECTION,
     SHARD,
+    TESTS_FAILED,
     BaselineComparison,
     CaseRecord,
     Report,
@@ -35,6 +40,7 @@ from conformance.report import (
     compare_to_baseline,
     decode_non_finite,
     encode_non_finite,
+    entry_of_report,
     merge_added,
     merge_edges,
     merge_reports,
@@ -185,6 +191,8 @@ class UlpDriftSession:
         # The node id each test's records carry (`portable_nodeid`), back to pytest's own.
         self._pytest_nodeids: dict[str, str] = {}
         self._outcomes: dict[str, str] = {}
+        # Each failed test's line (`conformance.report.failed_tests`), by pytest's node id, in the order they failed.
+        self._failed: dict[str, dict[str, str]] = {}
         self._local: dict[str, CaseRecord] = {}
         self._worker_reports: dict[str, Report] = {}
         self._silent_workers: dict[str, str] = {}
@@ -313,6 +321,8 @@ class UlpDriftSession:
         outcome = _phase_outcome(report)
         if outcome is not None and self._outcomes.get(report.nodeid) != "failed":
             self._outcomes[report.nodeid] = outcome
+        if report.failed and not self.is_worker and report.nodeid not in self._failed:
+            self._failed[report.nodeid] = entry_of_report(report)
         if report.when == "teardown":
             self._finished_tests.add(report.nodeid)
             self._finish(report.nodeid)
@@ -399,6 +409,8 @@ class UlpDriftSession:
         command = shlex.join(["pytest", *self.config.invocation_params.args])
         selection = self._own_selection() or self._selection
         merged.metadata = {**run_metadata(command, self.config.rootpath), **selection, **merged.metadata}
+        merged.metadata[TESTS_FAILED] = len(self._failed)
+        merged.metadata[FAILED_TESTS] = dict(self._failed)
         if self.unfinished:
             merged.metadata["interrupted"] = True
             if self.unfinished > 0:
@@ -431,7 +443,10 @@ class UlpDriftSession:
         """Prints the group table, baseline deltas, worker warnings, files written and the verdict."""
         if self.is_worker or (self.report is None and not self.errors):
             return
-        if self.report is not None and not self.report.cases and not self.requested and not self._silent_workers:
+        # A session that neither recorded nor judged anything (another project's tests, in an environment where the
+        # suite is installed) gets no section; one whose tests judged an implementation does, failures and all.
+        judged = self.report is not None and (self.report.cases or self.report.metadata.get(FROM_TESTS))
+        if self.report is not None and not (judged or self.requested or self._silent_workers):
             return
         terminalreporter.write_sep("=", "ulp drift")
         for worker, why in sorted(self._silent_workers.items()):

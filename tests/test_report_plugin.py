@@ -199,7 +199,31 @@ def test_outcomes_and_duplicate_labels(project: pytest.Pytester) -> None:
         "test_duplicate": "failed",
     }
     result.stdout.fnmatch_lines(
-        ["ulp-drift verdict: WARN - 4 cases: 3 bit-exact, 0 allowed-only, 1 unexpected, 0 error measurements, 4 from*"]
+        [
+            "ulp-drift verdict: FAIL - 4 cases: 3 bit-exact, 0 allowed-only, 1 unexpected, 0 error measurements, 4 from"
+            "*; 2 tests failed; *"
+        ]
+    )
+
+
+def test_a_test_that_failed_without_recording_makes_the_verdict_fail(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_rejects="def test_rejects_bad_input():\n    assert False, 'accepted an input eager rejects'\n"
+    )
+    result = project.runpytest("--ulp-report", "out")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "failed tests (1), by test function and what failed them:",
+            "  test_rejects_bad_input: 1 failed: AssertionError: accepted an input eager rejects",
+            "ulp-drift verdict: FAIL - 5 cases: 2 bit-exact, 1 allowed-only, 0 unexpected, 2 error measurements; 1 "
+            "tests failed; no baseline",
+        ]
+    )
+    metadata = json.loads((project.path / "out" / "ulp-drift.json").read_text(encoding="utf-8"))["metadata"]
+    assert metadata["tests_failed"] == 1
+    assert metadata["failed_tests"]["test_rejects.py::test_rejects_bad_input"]["message"].startswith(
+        "AssertionError: accepted an input eager rejects"
     )
 
 

@@ -1,8 +1,13 @@
-"""The one-line verdict of a run: its status (PASS, WARN, FAIL, INCOMPLETE, NO DATA) and what it is made of."""
+"""The one-line verdict of a run: its status (PASS, WARN, FAIL, INCOMPLETE, NO DATA) and what it is made of.
+
+The verdict agrees with pytest's outcome: a run in which a test failed is a FAIL, whether or not that test recorded a
+case (a rejected input, a crash record nothing).
+"""
 
 from __future__ import annotations
 
 from conformance.report.baseline import BaselineComparison
+from conformance.report.failed_tests import tests_failed
 from conformance.report.model import COMPLETENESS, Report
 
 
@@ -17,12 +22,15 @@ def incompleteness(report: Report) -> list[str]:
 
 def verdict_status(report: Report, comparison: BaselineComparison | None = None) -> str:
     """Returns FAIL when the baseline gate fails, INCOMPLETE for an interrupted run or a merge of shards that do not
-    make up whole runs, NO DATA when nothing was recorded, WARN on differences no comparison allows or on tests that
-    did not pass, PASS otherwise."""
+    make up whole runs (the text says how many tests failed), FAIL when a test failed, NO DATA when nothing was
+    recorded, WARN on differences no comparison allows or on tests that recorded a case and did not pass (skipped,
+    xfailed, xpassed), PASS otherwise."""
     if comparison is not None and comparison.failed:
         return "FAIL"
     if report.metadata.get("interrupted") or incompleteness(report):
         return "INCOMPLETE"
+    if tests_failed(report):
+        return "FAIL"
     if not report.cases:
         return "NO DATA"
     if any(r.unexpected_differences() or r.outcome != "passed" for r in report.cases.values()):
@@ -50,6 +58,9 @@ def verdict(report: Report, comparison: BaselineComparison | None = None) -> str
     not_passed = sum(r.outcome != "passed" for r in cases)
     if not_passed:
         text += f", {not_passed} from tests not passed"
+    failed = tests_failed(report)
+    if failed:
+        text += f"; {failed} tests failed"
     if report.metadata.get("interrupted"):
         text += f"; run interrupted, {report.metadata.get('tests_not_run', 'some')} tests not run"
     problems = incompleteness(report)

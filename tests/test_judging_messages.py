@@ -1,0 +1,35 @@
+"""What the suite says when it judges an implementation it did not write: every kind of difference with its first
+position, input bits, got and expected.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conformance.cases import Case
+from conformance.comparisons import assert_bits
+from conformance.failures import ConformanceFailure
+
+CPU = torch.device("cpu")
+CASE = Case("bf16", "pairs1", "contiguous", False, "normal")
+
+
+def _tensor(patterns: list[int], dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    return torch.tensor(patterns, dtype=torch.int32).to(torch.int16).view(dtype).reshape(1, 1, -1)
+
+
+def test_every_kind_of_difference_names_its_first_element_and_bits() -> None:
+    values = _tensor([0x3F80, 0x4000, 0x3F80, 0x4000])
+    expected = _tensor([0x7FC0, 0x0000, 0x3F80, 0x7FC0])
+    actual = _tensor([0x7FC0, 0x8000, 0x3F80, 0x7FC1])
+    with pytest.raises(ConformanceFailure) as failure:
+        assert_bits(None, "fused-vs-oracle", CASE, CPU, actual, expected, values=values)
+    assert str(failure.value) == (
+        "bf16-4d-contiguous-pairs1-forward-normal fused-vs-oracle: "
+        "1 NaN bit-pattern differences of 4 elements, first at (0, 0, 3): input 0x3F80(1),0x4000(2) got 0x7FC1(nan) "
+        "expected 0x7FC0(nan); "
+        "1 signed-zero differences of 4 elements, first at (0, 0, 1): input 0x3F80(1),0x4000(2) got 0x8000(-0) "
+        "expected 0x0000(0)"
+    )
+    assert failure.value.what == "fused-vs-oracle: NaN bit-pattern differences"

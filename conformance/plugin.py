@@ -10,7 +10,8 @@ pytest-split, which group it ran (`conformance.selection`). Data model, comparis
 `conformance.report` package.
 
 The verdict agrees with pytest's outcome: the report records how many tests failed and each one's line
-(`conformance.report.failed_tests`), which the terminal and the Markdown group by test function.
+(`conformance.report.failed_tests`), which the terminal and the Markdown group by test function. The baseline gate
+expects the baseline's cases of the tests the run selected, not those a `-k` or a shard left out.
 """
 
 from __future__ import annotations
@@ -193,6 +194,8 @@ class UlpDriftSession:
         self._outcomes: dict[str, str] = {}
         # Each failed test's line (`conformance.report.failed_tests`), by pytest's node id, in the order they failed.
         self._failed: dict[str, dict[str, str]] = {}
+        # The tests xdist workers selected (node ids as records carry them), for the baseline gate.
+        self._workers_selected: list[str] | None = None
         self._local: dict[str, CaseRecord] = {}
         self._worker_reports: dict[str, Report] = {}
         self._silent_workers: dict[str, str] = {}
@@ -277,6 +280,8 @@ class UlpDriftSession:
         report = made.get_result()
         if not self._selection_sent:
             report.ulp_drift_selection = self._own_selection()
+            if self.baseline_path is not None and self.selection_recorder is not None:
+                report.ulp_drift_selected = self.selection_recorder.selected
             self._selection_sent = True
         metadata = encode_non_finite(self.added_metadata)
         if metadata != self._metadata_sent:
@@ -292,6 +297,9 @@ class UlpDriftSession:
     def _take_streamed(self, report: pytest.TestReport) -> None:
         """On the controller: keeps the records, selection and run metadata a worker attached to a teardown report."""
         self._take_selection(getattr(report, "ulp_drift_selection", None), report.nodeid)
+        selected = getattr(report, "ulp_drift_selected", None)
+        if selected is not None and self._workers_selected is None:
+            self._workers_selected = list(selected)
         metadata = getattr(report, "ulp_drift_metadata", None)
         if metadata:
             self.added_metadata = merge_added([self.added_metadata, decode_non_finite(metadata)])
@@ -388,6 +396,7 @@ class UlpDriftSession:
                 strict=self.strict,
                 ulp_tolerance=self.ulp_tolerance,
                 fraction_tolerance=self.fraction_tolerance,
+                selected=self._selected(),
             )
             if self.comparison.failed:
                 self._fail(session)
@@ -396,6 +405,12 @@ class UlpDriftSession:
         except OSError as error:
             self.errors.append(f"could not write the ulp-drift report: {error}")
             self._fail(session)
+
+    def _selected(self) -> list[str] | None:
+        """The tests this run selected, as records name them (this process's collection, else the workers'); None
+        when no process said (the gate then expects every baseline case)."""
+        own = self.selection_recorder.selected if self.selection_recorder is not None else None
+        return own if own is not None else self._workers_selected
 
     def _merged_report(self) -> Report:
         workers = sorted(self._worker_reports)

@@ -89,4 +89,7 @@ def _baseline_lines(comparison: BaselineComparison, max_listed: int) -> list[str
             lines.append(f"... and {count - max_listed} more {status} cases (not listed here)")
     if comparison.missing and not comparison.strict:
         lines.append("missing cases are not a failure; --ulp-baseline-strict makes them one")
+    if comparison.outside_selection:
+        outside = comparison.outside_selection
+        lines.append(f"{outside} baseline cases belong to tests this run did not select: not gated")
     return lines

@@ -71,8 +71,9 @@ def verdict(report: Report, comparison: BaselineComparison | None = None) -> str
         baseline = "no baseline"
     else:
         strict = " (strict: a failure)" if comparison.strict and comparison.missing else ""
+        outside = f", {comparison.outside_selection} outside the selection" if comparison.outside_selection else ""
         baseline = (
             f"baseline {comparison.baseline_path}: {len(comparison.regressions)} regressed, {len(comparison.new)} new,"
-            f" {len(comparison.missing)} missing{strict}"
+            f" {len(comparison.missing)} missing{strict}{outside}"
         )
     return f"ulp-drift verdict: {verdict_status(report, comparison)} - {text}; {baseline}"

@@ -28,6 +28,8 @@ full-size tensors; the eager comparison covers every element. Under the interpre
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -339,3 +341,30 @@ def oracle_matches_eager(case: Case, device: torch.device, ulp_drift=None) -> No
     expected = oracle_eager.apply_rope_backward(upstream, frequencies, inverse=case.inverse, contraction=contraction)
     gradient = on_cpu(eager_gradient, chosen)
     assert_bits(ulp_drift, "oracle-backward-vs-eager", case, device, expected, gradient, values=upstream)
+
+
+def raised_by(function: Callable[..., Any], *args: Any) -> Exception | None:
+    """What ``function(*args)`` raised, or None."""
+    try:
+        function(*args)
+    except Exception as error:  # any exception: only the project kernel's types and words are specified
+        return error
+    return None
+
+
+def rejects_what_eager_rejects(
+    implementation: Judged, values: Any, angles: Any, inverse: Any, *, eager_rejects: bool = True
+) -> None:
+    """Another implementation's answer to a bad input: some exception where the eager reference rejects it (the
+    message says what eager raised), any answer where eager computes something by accident. A ``TypeError`` that says
+    the function cannot be called as ``fn(values, angles, inverse=...)`` at all rejects nothing
+    (:meth:`Implementation.calling_convention_error`)."""
+    implementation = judged(implementation)
+    unusable = implementation.calling_convention_error(values, angles, inverse)
+    if unusable is not None:
+        raise AssertionError(f"{implementation.name} cannot be called as the suite calls it: {unusable}")
+    if raised_by(implementation.forward, values, angles, inverse) is None and eager_rejects:
+        eager = raised_by(eager_reference, values, angles, inverse)
+        raise AssertionError(
+            f"{implementation.name} accepted an input eager rejects (eager raised {type(eager).__name__}: {eager})"
+        )

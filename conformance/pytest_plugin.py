@@ -14,9 +14,11 @@ Options, each with an environment variable that stands in when the option is not
   (``compile``, ``cuda-graphs``, ``double-backward``, or ``none``).
 
 An implementation named explicitly is imported when the session starts (after choosing the backend, since Triton reads
-``TRITON_INTERPRET`` when a kernel is defined): one that cannot be imported stops the run with a usage error that
-names what was looked up. The default one is imported by the suite's fixture. This module imports neither torch nor
-the implementation when it loads: the entry point loads it in every pytest session of the environment.
+``TRITON_INTERPRET`` when a kernel is defined) and called once on a tiny valid input, with ``inverse=False`` and
+``inverse=True`` as the suite calls it: one that cannot be imported, or that cannot be called so, stops the run with
+a usage error (exit status 4) that names what was looked up or what call raised what, before any test runs. The
+default one is imported by the suite's fixture. This module imports neither torch nor the implementation when it
+loads: the entry point loads it in every pytest session of the environment.
 
 A failure of the suite's own comparisons (``conformance.failures.ConformanceFailure``) is reported by its one line,
 without a traceback (unless ``--tb=long`` or ``--tb=native`` asks for one): the line names the case, the comparison,
@@ -38,6 +40,7 @@ from conformance.implementation import (
     PROJECT_MODULE,
     Implementation,
     ImplementationError,
+    check_calling_convention,
     load,
 )
 from conformance.provenance import kernel_sha256, kernel_source
@@ -84,6 +87,18 @@ class Selection:
         if self._loaded is None:
             self._loaded = load(self.forward, self.in_place, self.claims)
         return self._loaded
+
+    def load_and_check(self) -> Implementation:
+        """Imports the implementation and checks that it takes the suite's calls (on this process's device).
+
+        Raises:
+            ImplementationError: naming what was looked up, or the call tried and what it raised.
+        """
+        implementation = self.load()
+        from conformance import backend
+
+        check_calling_convention(implementation, backend.device())
+        return implementation
 
     def header(self) -> str:
         """One line for the top of the run: the function judged, its source and digest, and what else is judged."""
@@ -146,7 +161,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         backend.choose()
         try:
-            selection.load()
+            selection.load_and_check()
         except ImplementationError as error:
             named_by = f" (named by {', '.join(selection.from_environment)})" if selection.from_environment else ""
             raise pytest.UsageError(f"{error}{named_by}") from error

@@ -40,17 +40,19 @@ def check_generated_case(
     the out-of-place op's bits (the oracle's), the call returns ``values`` itself, and nothing else changes: not the
     storage around the view, not the angles. An overlapping view (expanded values) must be refused, unwritten.
 
-    A failure message ends with Python code that rebuilds the inputs (:meth:`LayoutSpec.reproduction`).
+    A failure message ends with Python code that rebuilds the inputs and runs the implementation judged on them
+    (:meth:`LayoutSpec.reproduction`).
     """
+    implementation = judged(implementation)
+    function = implementation.in_place_name if in_place else implementation.function_name
     try:
         if in_place:
-            _in_place_matches(spec, device, judged(implementation), ulp_drift)
+            _in_place_matches(spec, device, implementation, ulp_drift)
         else:
-            _out_of_place_matches(spec, device, judged(implementation), ulp_drift)
+            _out_of_place_matches(spec, device, implementation, ulp_drift)
     except AssertionError as failure:
-        failure.add_note(
-            f"\nThe inputs of this case, rebuilt (run from the repository root):\n{spec.reproduction(device)}"
-        )
+        code = spec.reproduction(device, str(function), in_place=in_place)
+        failure.add_note(f"\nThis case, rebuilt and run through {function}:\n{code}")
         raise
 
 

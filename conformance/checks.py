@@ -5,7 +5,9 @@ any other function with its contract, or a kernel module such as a mutated copy 
 a reference, records the comparison in the ulp-drift report when given the ``ulp_drift`` fixture, and raises
 ``conformance.failures.ConformanceFailure`` (an ``AssertionError``) with a one-line, LLVM-libc-style message on failure:
 the case, the comparison, how many elements differ of how many, and for each kind of difference the first element's
-coordinates, input bits, the bits it got and the bits expected (``conformance.comparisons``).
+coordinates, input bits, the bits it got and the bits expected (``conformance.comparisons``). Under Triton's
+interpreter, a failure of another implementation in a dtype whose casts the interpreter gets wrong says so
+(``conformance.comparisons.interpreter_caveat``).
 
 The references never come from the implementation judged. The eager reference is the project's
 ``impl.rope_triton._apply_rope_torch``, imported by that name (:func:`eager_reference`). The oracle emulates the
@@ -40,6 +42,7 @@ from conformance.comparisons import (
     OVER_THE_BOUND,
     assert_bits,
     assert_unwritten,
+    caveated,
     hex_of,
     unravel,
 )
@@ -154,6 +157,7 @@ def on_cpu(tensor: torch.Tensor, chosen: torch.Tensor | None) -> torch.Tensor:
     return tensor.detach().cpu()
 
 
+@caveated
 def forward_matches_oracle(
     case: Case, device: torch.device, implementation: Judged, ulp_drift=None, *, prefix: str = ""
 ) -> None:
@@ -168,6 +172,7 @@ def forward_matches_oracle(
     assert_bits(ulp_drift, f"{prefix}fused-vs-oracle", case, device, output, expected, values=values)
 
 
+@caveated
 def forward_matches_eager(
     case: Case, device: torch.device, implementation: Judged, ulp_drift=None, *, prefix: str = ""
 ) -> None:
@@ -190,6 +195,7 @@ def values_with_random_leading_bits(case: Case, device: torch.device) -> torch.T
     return values
 
 
+@caveated
 def copied_channels_are_copies(case: Case, device: torch.device, implementation: Judged, ulp_drift=None) -> None:
     """Channels before the rotary block are bit copies, NaN payloads and signalling NaNs included."""
     values = values_with_random_leading_bits(case, device)
@@ -198,6 +204,7 @@ def copied_channels_are_copies(case: Case, device: torch.device, implementation:
     assert_bits(ulp_drift, "copied-vs-input", case, device, output[..., :leading], values[..., :leading])
 
 
+@caveated
 def in_place_matches(case: Case, device: torch.device, implementation: Judged, ulp_drift=None) -> None:
     """The in-place function returns ``values`` itself with the out-of-place function's bits in the rotary channels
     (the oracle's, and eager's on a GPU) and every channel before them untouched, whatever its bits."""
@@ -228,6 +235,7 @@ def in_place_matches(case: Case, device: torch.device, implementation: Judged, u
         assert_bits(ulp_drift, "in-place-vs-eager", case, device, rotated, eager, values=before_rotary)
 
 
+@caveated
 def gradient_is_conjugate_rotation(
     case: Case,
     device: torch.device,
@@ -278,6 +286,7 @@ def gradient_is_conjugate_rotation(
         assert_bits(ulp_drift, comparison, case, device, gradient, eager, values=grad_output, allow=allow)
 
 
+@caveated
 def error_within_bound(
     case: Case, device: torch.device, implementation: Judged, ulp_drift=None, *, prefix: str = ""
 ) -> None:

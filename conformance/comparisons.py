@@ -5,16 +5,22 @@ of a comparison, and the one-line message of a failure.
 report, and raises ``conformance.failures.ConformanceFailure`` on a real mismatch or on a NaN-bit or signed-zero
 difference its comparison does not allow. The message is one line, LLVM-libc-style: the case, the comparison, and for
 each kind of difference that fails, how many elements differ of how many and the first of them (coordinates, the input
-pair, the bits it got, the bits expected).
+pair, the bits it got, the bits expected). Under Triton's interpreter, :func:`caveated` checks add to a failure of
+another implementation in a dtype whose casts the interpreter gets wrong that it may be the interpreter's
+(:func:`interpreter_caveat`).
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
 
 import torch
 
 from conformance import backend
 from conformance.cases import Case
 from conformance.failures import ConformanceFailure
+from conformance.implementation import Judged, judged
 from conformance.layouts import LayoutSpec
 from oracle import ulp
 from oracle.rounding import bits, unsigned_bits
@@ -127,3 +133,35 @@ def hex_of(tensor: torch.Tensor, coordinates: tuple[int, ...]) -> str:
     element = tensor.detach()[coordinates].cpu()
     pattern = int(unsigned_bits(element).item())
     return f"0x{pattern:0{2 * tensor.element_size()}X}({float(element):.9g})"
+
+
+def interpreter_caveat(implementation: Judged, dtype_name: str) -> str | None:
+    """Why a failure of ``implementation`` in ``dtype_name`` may be Triton's interpreter rather than the
+    implementation, or None: another implementation that runs Triton kernels, judged under the interpreter, in a dtype
+    whose casts the interpreter gets wrong (``backend.interpreter_cast_problems``). The project's kernel converts
+    with integer bit operations, which the interpreter runs exactly, and a plain PyTorch implementation never meets
+    the interpreter."""
+    implementation = judged(implementation)
+    if implementation.is_project_kernel or not implementation.runs_triton_kernels:
+        return None
+    problem = backend.interpreter_cast_problems().get(dtype_name)
+    if problem is None:
+        return None
+    return f"may be Triton's interpreter, not {implementation.name}: {problem}; judge {dtype_name} on a GPU"
+
+
+def caveated(check: Callable[..., None]) -> Callable[..., None]:
+    """Decorates a check ``check(case, device, implementation, ...)``: a :class:`ConformanceFailure` it raises says
+    :func:`interpreter_caveat` of the case's dtype at the end of its message, where one applies."""
+
+    @functools.wraps(check)
+    def checked(case: Case | LayoutSpec, device: torch.device, implementation: Judged, *args, **kwargs) -> None:
+        try:
+            check(case, device, implementation, *args, **kwargs)
+        except ConformanceFailure as failure:
+            caveat = interpreter_caveat(implementation, case.dtype_name)
+            if caveat:
+                failure.args = (f"{failure.args[0]} [{caveat}]", *failure.args[1:])
+            raise
+
+    return checked

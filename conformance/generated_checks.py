@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from conformance.checks import AUTOGRAD_NORMALIZATION, contraction_of, eager_reference, kernel_frequencies_of, on_cpu
-from conformance.comparisons import assert_bits, hex_of
+from conformance.comparisons import assert_bits, caveated, hex_of
 from conformance.failures import ConformanceFailure
 from conformance.implementation import Implementation, Judged, judged
 from conformance.layouts import GeneratedInputs, LayoutSpec, build_inputs
@@ -26,6 +26,7 @@ GENERATED_IN_PLACE_VS_ORACLE = "generated-in-place-vs-oracle"
 GENERATED_IN_PLACE_VS_EAGER = "generated-in-place-vs-eager"
 
 
+@caveated
 def check_generated_case(
     spec: LayoutSpec, device: torch.device, implementation: Judged, ulp_drift=None, *, in_place: bool = False
 ) -> None:
@@ -41,7 +42,8 @@ def check_generated_case(
     storage around the view, not the angles. An overlapping view (expanded values) must be refused, unwritten.
 
     A failure message ends with Python code that rebuilds the inputs and runs the implementation judged on them
-    (:meth:`LayoutSpec.reproduction`).
+    (:meth:`LayoutSpec.reproduction`); under the interpreter it says when the failure may be the interpreter's casts
+    (``checks.interpreter_caveat``).
     """
     implementation = judged(implementation)
     function = implementation.in_place_name if in_place else implementation.function_name

@@ -152,6 +152,16 @@ class Implementation:
         """Whether the project's kernel is judged: its internals are then checked too."""
         return self.kernel is not None
 
+    @property
+    def runs_triton_kernels(self) -> bool:
+        """Whether the implementation's module (or the module that defines its function) holds Triton objects, its
+        kernels (``@triton.jit``, autotuned or not): under the interpreter, their casts are the interpreter's."""
+        modules = {getattr(self.function, "__module__", None), self.function_name.module}
+        for module in filter(None, (sys.modules.get(name or "") for name in modules)):
+            if any(type(value).__module__.partition(".")[0] == "triton" for value in vars(module).values()):
+                return True
+        return False
+
     def forward(self, values: Any, angles: Any, inverse: Any = False) -> Any:
         """Calls the out-of-place function, ``inverse`` by keyword (Automodel's ``_apply_rope`` takes it so)."""
         return self.function(values, angles, inverse=inverse)

@@ -26,6 +26,7 @@ The names below are the package's interface; import them from here.
 from conformance.report.added_metadata import (
     FROM_TESTS,
     IMPLEMENTATION,
+    INTERPRETER_ARTEFACTS,
     checked_value,
     merge_added,
     merge_values,
@@ -101,6 +102,7 @@ __all__ = [
     "INCOMPLETE",
     "INCONSISTENT",
     "IMPLEMENTATION",
+    "INTERPRETER_ARTEFACTS",
     "JSON_NAME",
     "MARKDOWN_NAME",
     "MISMATCH",

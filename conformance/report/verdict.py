@@ -6,6 +6,9 @@ case (a rejected input, a crash record nothing).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from conformance.report.added_metadata import FROM_TESTS, INTERPRETER_ARTEFACTS
 from conformance.report.baseline import BaselineComparison
 from conformance.report.failed_tests import tests_failed
 from conformance.report.model import COMPLETENESS, Report
@@ -61,6 +64,7 @@ def verdict(report: Report, comparison: BaselineComparison | None = None) -> str
     failed = tests_failed(report)
     if failed:
         text += f"; {failed} tests failed"
+    text += _artefacts(report)
     if report.metadata.get("interrupted"):
         text += f"; run interrupted, {report.metadata.get('tests_not_run', 'some')} tests not run"
     problems = incompleteness(report)
@@ -77,3 +81,21 @@ def verdict(report: Report, comparison: BaselineComparison | None = None) -> str
             f" {len(comparison.missing)} missing{strict}{outside}"
         )
     return f"ulp-drift verdict: {verdict_status(report, comparison)} - {text}; {baseline}"
+
+
+def _artefacts(report: Report) -> str:
+    """How many failed tests are in a dtype whose casts Triton's interpreter gets wrong, for an implementation that
+    runs Triton kernels under it (``metadata["from_tests"]["interpreter artefacts"]``): they may be the interpreter's.
+    """
+    added = report.metadata.get(FROM_TESTS)
+    artefacts = added.get(INTERPRETER_ARTEFACTS) if isinstance(added, Mapping) else None
+    if not isinstance(artefacts, Mapping) or not artefacts:
+        return ""
+    dtypes = sorted(artefacts)
+    failed = {r.nodeid for r in report.cases.values() if r.outcome == "failed" and r.dtype in artefacts}
+    if not failed:
+        return ""
+    return (
+        f"; {len(failed)} failed tests in {', '.join(dtypes)} may be Triton's interpreter, not the implementation "
+        f"(its {', '.join(dtypes)} casts are wrong: see '{INTERPRETER_ARTEFACTS}'; judge {', '.join(dtypes)} on a GPU)"
+    )

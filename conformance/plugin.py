@@ -24,10 +24,11 @@ from typing import Any
 
 import pytest
 
-from conformance.provenance import run_metadata
+from conformance.provenance import kernel_sha256, kernel_source, run_metadata
 from conformance.report import (
     FAILED_TESTS,
     FROM_TESTS,
+    IMPLEMENTATION,
     SELECTION,
     SHARD,
     TESTS_FAILED,
@@ -423,7 +424,12 @@ class UlpDriftSession:
         )
         command = shlex.join(["pytest", *self.config.invocation_params.args])
         selection = self._own_selection() or self._selection
-        merged.metadata = {**run_metadata(command, self.config.rootpath), **selection, **merged.metadata}
+        judged_source = _judged_source(merged.metadata)
+        provenance = run_metadata(command, self.config.rootpath, kernel_path=judged_source)
+        if judged_source is not None and provenance["kernel_sha256"] != kernel_sha256(kernel_source()):
+            # Another implementation: the project's kernel file still holds the eager reference and the calibration.
+            provenance["reference_sha256"] = kernel_sha256(kernel_source())
+        merged.metadata = {**provenance, **selection, **merged.metadata}
         merged.metadata[TESTS_FAILED] = len(self._failed)
         merged.metadata[FAILED_TESTS] = dict(self._failed)
         if self.unfinished:
@@ -481,6 +487,15 @@ class UlpDriftSession:
             terminalreporter.write_line("ulp-drift written: " + ", ".join(str(p) for p in self.written))
         color = {"PASS": "green", "WARN": "yellow"}.get(verdict_status(self.report, self.comparison), "red")
         terminalreporter.write_line(lines[-1], **{color: True, "bold": True})
+
+
+def _judged_source(metadata: Mapping[str, Any]) -> Path | None:
+    """The source file of the implementation the tests judged (``implementation under test``), whose digest is the
+    run's ``kernel_sha256``; None (the project's kernel file) when the tests named none."""
+    added = metadata.get(FROM_TESTS)
+    judged = added.get(IMPLEMENTATION) if isinstance(added, Mapping) else None
+    source = judged.get("source") if isinstance(judged, Mapping) else None
+    return Path(source) if isinstance(source, str) and source != "-" else None
 
 
 def _worker_id(node: Any) -> str:

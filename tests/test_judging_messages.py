@@ -17,6 +17,7 @@ from conformance.cases import Case
 from conformance.comparisons import assert_bits, interpreter_caveat
 from conformance.failures import ConformanceFailure
 from conformance.implementation import load
+from conformance.report import FROM_TESTS, INTERPRETER_ARTEFACTS, TESTS_FAILED, CaseRecord, Report, verdict
 
 CPU = torch.device("cpu")
 CASE = Case("bf16", "pairs1", "contiguous", False, "normal")
@@ -147,3 +148,15 @@ def test_a_plain_pytorch_implementation_gets_no_interpreter_caveat(tmp_path, mon
     assert not load("plain_rope:rope").runs_triton_kernels
     assert interpreter_caveat(load("plain_rope:rope"), "bf16") is None
     assert interpreter_caveat(load("impl.rope_triton"), "bf16") is None, "the project's kernel casts exactly"
+
+
+def test_the_verdict_counts_the_failed_tests_the_interpreter_may_explain() -> None:
+    records = [
+        CaseRecord(f"t.py::test[{dtype}]", "fused-vs-oracle", dtype, "failed", dtype, "interpreter", "cpu", 16, 1)
+        for dtype in ("bf16", "fp32")
+    ]
+    artefacts = {FROM_TESTS: {INTERPRETER_ARTEFACTS: {"bf16": "may be Triton's interpreter, ..."}}}
+    report = Report(cases={r.key: r for r in records}, metadata={**artefacts, TESTS_FAILED: 2})
+    text = verdict(report)
+    assert text.startswith("ulp-drift verdict: FAIL - 2 cases: ")
+    assert "; 2 tests failed; 1 failed tests in bf16 may be Triton's interpreter, not the implementation" in text

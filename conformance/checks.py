@@ -371,9 +371,13 @@ def rejects_what_eager_rejects(
     implementation = judged(implementation)
     unusable = implementation.calling_convention_error(values, angles, inverse)
     if unusable is not None:
-        raise AssertionError(f"{implementation.name} cannot be called as the suite calls it: {unusable}")
+        raise ConformanceFailure(
+            f"{implementation.name} cannot be called as the suite calls it: {unusable}",
+            what="bad input: cannot be called as fn(values, angles, inverse=...)",
+        )
     if raised_by(implementation.forward, values, angles, inverse) is None and eager_rejects:
         eager = raised_by(eager_reference, values, angles, inverse)
-        raise AssertionError(
-            f"{implementation.name} accepted an input eager rejects (eager raised {type(eager).__name__}: {eager})"
+        raise ConformanceFailure(
+            f"{implementation.name} accepted an input eager rejects (eager raised {type(eager).__name__}: {eager})",
+            what="bad input: accepted an input eager rejects",
         )

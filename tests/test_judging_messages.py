@@ -83,8 +83,9 @@ def test_an_input_eager_rejects_and_the_implementation_accepts_says_what_eager_r
     (tmp_path / "accepting_rope.py").write_text("def rope(values, angles, *, inverse=False):\n    return values\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     values, zero_pairs = torch.ones(1, 4, 2, 16, dtype=torch.bfloat16), torch.zeros(1, 4, 0)
-    with pytest.raises(AssertionError) as failure:
+    with pytest.raises(ConformanceFailure) as failure:
         checks.rejects_what_eager_rejects(load("accepting_rope:rope"), values, zero_pairs, False)
+    assert failure.value.what == "bad input: accepted an input eager rejects"
     message = str(failure.value)
     assert message.startswith("accepting_rope:rope accepted an input eager rejects (eager raised ")
     assert str(checks.raised_by(checks.eager_reference, values, zero_pairs, False)) in message
@@ -96,7 +97,9 @@ def test_a_function_without_inverse_rejects_nothing(tmp_path, monkeypatch) -> No
     values, zero_pairs = torch.ones(1, 4, 2, 16, dtype=torch.bfloat16), torch.zeros(1, 4, 0)
     implementation = load("positional_rope:rope")
     assert isinstance(checks.raised_by(implementation.forward, values, zero_pairs, False), TypeError)
-    with pytest.raises(AssertionError, match=r"positional_rope:rope cannot be called as the suite calls it: .*inverse"):
+    with pytest.raises(
+        ConformanceFailure, match=r"positional_rope:rope cannot be called as the suite calls it: .*inverse"
+    ):
         checks.rejects_what_eager_rejects(implementation, values, zero_pairs, False)
 
 

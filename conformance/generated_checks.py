@@ -41,7 +41,8 @@ def check_generated_case(
     the out-of-place op's bits (the oracle's), the call returns ``values`` itself, and nothing else changes: not the
     storage around the view, not the angles. An overlapping view (expanded values) must be refused, unwritten.
 
-    A failure message ends with Python code that rebuilds the inputs and runs the implementation judged on them
+    A failure (or an exception the implementation raised) ends with Python code that rebuilds the inputs and runs the
+    implementation judged on them
     (:meth:`LayoutSpec.reproduction`); under the interpreter it says when the failure may be the interpreter's casts
     (``checks.interpreter_caveat``).
     """
@@ -52,7 +53,7 @@ def check_generated_case(
             _in_place_matches(spec, device, implementation, ulp_drift)
         else:
             _out_of_place_matches(spec, device, implementation, ulp_drift)
-    except AssertionError as failure:
+    except Exception as failure:  # a failed comparison, or the implementation crashing on this layout
         code = spec.reproduction(device, str(function), in_place=in_place)
         failure.add_note(f"\nThis case, rebuilt and run through {function}:\n{code}")
         raise

@@ -84,3 +84,77 @@ def interpreter_fma_problem() -> str | None:
         f"{b[first].item()!r}, {c[first].item()!r}) gave {out[first].item()!r}, exact {expected[first].item()!r}; "
         "the CPU kernel checks cannot tell a kernel bug from an interpreter artefact, so they are skipped"
     )
+
+
+# The interpreter's casts, probed: (dtype name, float32 bit pattern narrowed to the dtype) and (dtype name, the dtype's
+# bit pattern widened to float32). Each narrowed value lies strictly between two neighbours of the dtype (1 + 2**-8 +
+# 2**-20 is just above the BF16 tie 1 + 2**-8: nearest even 0x3F81, truncation 0x3F80), on a tie (which rounds to even)
+# or in the subnormal range; each widened one is a subnormal of the dtype.
+_NARROWED = {
+    "bf16": (0x3F808008, 0x3F818000, 0x3F838000, 0x00408000, 0xBF808008),
+    "fp16": (0x3F801008, 0x3F803000, 0x33C00100, 0x33400000, 0xB3C00100),
+}
+_WIDENED = {"bf16": (0x0001, 0x007F, 0x8001), "fp16": (0x0001, 0x03FF, 0x8001)}
+
+
+@functools.cache
+def interpreter_cast_problems() -> dict[str, str]:
+    """What Triton's interpreter gets wrong when a kernel casts float32 to BF16 or FP16 or back, by dtype name (empty
+    when it casts exactly, and off the interpreter).
+
+    A tiny Triton kernel casts known values (see ``_NARROWED``, ``_WIDENED``), compared with round-to-nearest-even
+    (``oracle.rounding``, the suite's own exact conversion) and exact widening. Triton 3.9.0's interpreter narrows
+    float32 to BF16 by truncation (toward zero) and widens BF16 subnormals wrongly; the project's kernel converts with
+    integer bit operations instead, but another Triton kernel judged on a CPU meets these casts.
+    """
+    if not interpreted():
+        return {}
+    import triton
+    import triton.language as tl
+
+    from conformance.cases import DTYPES
+    from oracle.rounding import INTEGER_VIEW, round_to_dtype, widen_to_float32
+
+    @triton.jit
+    def cast_probe(source_ptr, out_ptr, SIZE: tl.constexpr):
+        index = tl.arange(0, SIZE)
+        tl.store(out_ptr + index, tl.load(source_ptr + index).to(out_ptr.dtype.element_ty))
+
+    def cast(source: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        size = triton.next_power_of_2(source.numel())
+        padded = torch.zeros(size, dtype=source.dtype)
+        padded[: source.numel()] = source
+        out = torch.empty(size, dtype=dtype)
+        cast_probe[(1,)](padded, out, SIZE=size)
+        return out[: source.numel()]
+
+    def patterns(tensor: torch.Tensor) -> list[int]:
+        width = 8 * tensor.element_size()
+        return [int(p) & ((1 << width) - 1) for p in tensor.view(INTEGER_VIEW[tensor.dtype]).tolist()]
+
+    problems = {}
+    for name, narrowed in _NARROWED.items():
+        dtype = DTYPES[name]
+        found = []
+        source = torch.tensor(narrowed, dtype=torch.int64).to(torch.int32).view(torch.float32)
+        got, expected = patterns(cast(source, dtype)), patterns(round_to_dtype(source, dtype))
+        wrong = [i for i, (g, e) in enumerate(zip(got, expected, strict=True)) if g != e]
+        if wrong:
+            i = wrong[0]
+            found.append(
+                f"it narrows float32 to {name} wrongly in {len(wrong)} of {len(got)} probes ({source[i].item()!r} -> "
+                f"0x{got[i]:04X}, round-to-nearest-even 0x{expected[i]:04X})"
+            )
+        integers = torch.tensor(_WIDENED[name], dtype=torch.int32).to(INTEGER_VIEW[dtype])
+        source = integers.view(dtype)
+        got_wide, exact = cast(source, torch.float32), widen_to_float32(source)
+        wrong = (got_wide.view(torch.int32) != exact.view(torch.int32)).nonzero().flatten().tolist()
+        if wrong:
+            i = wrong[0]
+            found.append(
+                f"it widens {name} subnormals wrongly in {len(wrong)} of {len(got_wide)} probes "
+                f"(0x{patterns(source)[i]:04X} -> {got_wide[i].item()!r}, exact {exact[i].item()!r})"
+            )
+        if found:
+            problems[name] = f"Triton {triton.__version__}'s interpreter casts wrongly: " + "; ".join(found)
+    return problems

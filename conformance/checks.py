@@ -3,7 +3,11 @@
 Each check runs one case through the implementation under test (``conformance.implementation``: the project's kernel,
 any other function with its contract, or a kernel module such as a mutated copy of the kernel), compares bits against
 a reference, records the comparison in the ulp-drift report when given the ``ulp_drift`` fixture, and raises
-``AssertionError`` with an LLVM-libc-style message (coordinates, input bits, result bits, expected bits) on failure.
+``conformance.failures.ConformanceFailure`` (an ``AssertionError``) with a one-line, LLVM-libc-style message on failure:
+the case, the comparison, how many elements differ of how many, and for each kind of difference the first element's
+coordinates, input bits, the bits it got and the bits expected (``conformance.comparisons``). Under Triton's
+interpreter, a failure of another implementation in a dtype whose casts the interpreter gets wrong says so
+(``conformance.comparisons.interpreter_caveat``).
 
 The references never come from the implementation judged. The eager reference is the project's
 ``impl.rope_triton._apply_rope_torch``, imported by that name (:func:`eager_reference`). The oracle emulates the
@@ -26,18 +30,28 @@ full-size tensors; the eager comparison covers every element. Under the interpre
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 from conformance import backend
 from conformance.cases import Case, make_angles, make_values
+from conformance.comparisons import (
+    OVER_THE_BOUND,
+    assert_bits,
+    assert_unwritten,
+    caveated,
+    hex_of,
+    unravel,
+)
+from conformance.failures import ConformanceFailure
 from conformance.implementation import Judged, judged
-from conformance.layouts import LayoutSpec
 from oracle import eager as oracle_eager
 from oracle import truth as oracle_truth
 from oracle import ulp
-from oracle.rounding import INTEGER_VIEW, bits, unsigned_bits
+from oracle.rounding import INTEGER_VIEW, bits
 
 SAMPLED_POSITIONS = 32
 # Norm-wise error bound vs the float64 truth, in ulps of the pair magnitude in the output dtype. Derivation
@@ -81,8 +95,8 @@ def run_forward(case: Case, device: torch.device, implementation: Judged) -> For
     angles = make_angles(case, device)
     values_before, angles_before = values.clone(), angles.clone()
     output = judged(implementation).forward(values, angles, case.inverse)
-    for given, before in ((values, values_before), (angles, angles_before)):
-        assert torch.equal(bits(given), bits(before)), f"{case.id}: inputs were written"
+    assert_unwritten(case.id, "values", values, values_before)
+    assert_unwritten(case.id, "angles", angles, angles_before)
     return ForwardRun(values, angles, output)
 
 
@@ -143,78 +157,7 @@ def on_cpu(tensor: torch.Tensor, chosen: torch.Tensor | None) -> torch.Tensor:
     return tensor.detach().cpu()
 
 
-def record(
-    ulp_drift, comparison: str, case: Case | LayoutSpec, device: torch.device, diffs: ulp.BitDifferences, **extra
-) -> None:
-    """Add one comparison to the ulp-drift report (no-op without the fixture, as in the gating-power test)."""
-    if ulp_drift is None:
-        return
-    ulp_drift.record(
-        comparison=comparison,
-        dtype=case.dtype_name,
-        backend=backend.name(),
-        device=str(device),
-        elements=diffs.elements,
-        mismatches=diffs.mismatches,
-        nan_bit_differences=diffs.nan_bit_differences,
-        signed_zero_differences=diffs.signed_zero_differences,
-        max_distance=min(diffs.max_distance, 2**62),
-        **extra,
-    )
-
-
-def assert_bits(
-    ulp_drift,
-    comparison: str,
-    case: Case | LayoutSpec,
-    device: torch.device,
-    actual: torch.Tensor,
-    expected: torch.Tensor,
-    *,
-    values: torch.Tensor | None = None,
-    allow: tuple[str, ...] = (),
-) -> ulp.BitDifferences:
-    """Compare bits, record, and fail on a real mismatch or on a NaN-bit/signed-zero difference not in ``allow``.
-
-    The comparison runs where the tensors are (the GPU for eager comparisons of full-size tensors). ``case`` is a
-    fixed-matrix :class:`Case` or a generated :class:`LayoutSpec`: its ``id`` names it in the message, its
-    ``dtype_name`` goes to the report."""
-    diffs = ulp.compare_bits(actual, expected)
-    detail = describe_mismatch(diffs.first_mismatch_index, actual, expected, values) if diffs.mismatches else ""
-    record(ulp_drift, comparison, case, device, diffs, allowed=",".join(allow), detail=detail)
-    problems = []
-    if diffs.mismatches:
-        problems.append(f"{diffs.mismatches} bit mismatches (max {diffs.max_distance} ulp); first: {detail}")
-    if diffs.nan_bit_differences and "nan-bits" not in allow:
-        problems.append(f"{diffs.nan_bit_differences} NaN bit-pattern differences")
-    if diffs.signed_zero_differences and "signed-zero" not in allow:
-        problems.append(f"{diffs.signed_zero_differences} signed-zero differences")
-    assert not problems, f"{case.id} {comparison}: " + "; ".join(problems) + f" of {diffs.elements} elements"
-    return diffs
-
-
-def describe_mismatch(
-    index: int | None, actual: torch.Tensor, expected: torch.Tensor, values: torch.Tensor | None
-) -> str:
-    """Where the first mismatch is and the bits involved: input pair, result, expected."""
-    if index is None:
-        return ""
-    coordinates = tuple(int(i) for i in torch.unravel_index(torch.tensor(index), actual.shape))
-    text = f"at {coordinates}: result {hex_of(actual, coordinates)} expected {hex_of(expected, coordinates)}"
-    if values is not None:
-        pair_start = coordinates[-1] - ((coordinates[-1] - actual.shape[-1]) % 2)
-        pair = [coordinates[:-1] + (channel,) for channel in (pair_start, pair_start + 1) if channel < values.shape[-1]]
-        text += " input " + ",".join(hex_of(values, c) for c in pair)
-    return text
-
-
-def hex_of(tensor: torch.Tensor, coordinates: tuple[int, ...]) -> str:
-    """One element's bit pattern and value, as failure messages print them: ``0x3F80(1)``."""
-    element = tensor.detach()[coordinates].cpu()
-    pattern = int(unsigned_bits(element).item())
-    return f"0x{pattern:0{2 * tensor.element_size()}X}({float(element):.9g})"
-
-
+@caveated
 def forward_matches_oracle(
     case: Case, device: torch.device, implementation: Judged, ulp_drift=None, *, prefix: str = ""
 ) -> None:
@@ -229,6 +172,7 @@ def forward_matches_oracle(
     assert_bits(ulp_drift, f"{prefix}fused-vs-oracle", case, device, output, expected, values=values)
 
 
+@caveated
 def forward_matches_eager(
     case: Case, device: torch.device, implementation: Judged, ulp_drift=None, *, prefix: str = ""
 ) -> None:
@@ -251,6 +195,7 @@ def values_with_random_leading_bits(case: Case, device: torch.device) -> torch.T
     return values
 
 
+@caveated
 def copied_channels_are_copies(case: Case, device: torch.device, implementation: Judged, ulp_drift=None) -> None:
     """Channels before the rotary block are bit copies, NaN payloads and signalling NaNs included."""
     values = values_with_random_leading_bits(case, device)
@@ -259,6 +204,7 @@ def copied_channels_are_copies(case: Case, device: torch.device, implementation:
     assert_bits(ulp_drift, "copied-vs-input", case, device, output[..., :leading], values[..., :leading])
 
 
+@caveated
 def in_place_matches(case: Case, device: torch.device, implementation: Judged, ulp_drift=None) -> None:
     """The in-place function returns ``values`` itself with the out-of-place function's bits in the rotary channels
     (the oracle's, and eager's on a GPU) and every channel before them untouched, whatever its bits."""
@@ -289,6 +235,7 @@ def in_place_matches(case: Case, device: torch.device, implementation: Judged, u
         assert_bits(ulp_drift, "in-place-vs-eager", case, device, rotated, eager, values=before_rotary)
 
 
+@caveated
 def gradient_is_conjugate_rotation(
     case: Case,
     device: torch.device,
@@ -339,6 +286,7 @@ def gradient_is_conjugate_rotation(
         assert_bits(ulp_drift, comparison, case, device, gradient, eager, values=grad_output, allow=allow)
 
 
+@caveated
 def error_within_bound(
     case: Case, device: torch.device, implementation: Judged, ulp_drift=None, *, prefix: str = ""
 ) -> None:
@@ -368,11 +316,18 @@ def error_within_bound(
             detail=f"norm-wise bound {bound} ulp",
         )
     if normwise["max"] > bound:
-        worst = int(torch.as_tensor(normwise_errors).reshape(-1).argmax())
-        coordinates = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), rotated.shape))
-        raise AssertionError(
-            f"{case.id}: norm-wise error {normwise['max']:.4g} ulp > bound {bound} at {coordinates}: result "
-            f"{hex_of(rotated, coordinates)} truth {float(rotated_truth[coordinates]):.17g}"
+        flat_errors = torch.as_tensor(normwise_errors).reshape(-1)
+        coordinates = unravel(int(flat_errors.argmax()), tuple(rotated.shape))
+        rotary_input, angles = on_cpu(run.values, chosen)[..., -2 * pairs :], on_cpu(run.angles, chosen)
+        first = coordinates[-1] - coordinates[-1] % 2
+        pair = ",".join(hex_of(rotary_input, coordinates[:-1] + (channel,)) for channel in (first, first + 1))
+        angle = angles[min(coordinates[0], angles.shape[0] - 1), coordinates[1], first // 2]
+        raise ConformanceFailure(
+            f"{case.id} {prefix}fused-vs-truth: norm-wise error {normwise['max']:.4g} ulp > bound {bound} in "
+            f"{int((flat_errors > bound).sum())} of {flat_errors.numel()} elements, worst at {coordinates}: input "
+            f"{pair} angle {float(angle):.9g} got {hex_of(rotated, coordinates)} truth "
+            f"{float(rotated_truth[coordinates]):.17g}",
+            what=OVER_THE_BOUND,
         )
 
 
@@ -395,3 +350,34 @@ def oracle_matches_eager(case: Case, device: torch.device, ulp_drift=None) -> No
     expected = oracle_eager.apply_rope_backward(upstream, frequencies, inverse=case.inverse, contraction=contraction)
     gradient = on_cpu(eager_gradient, chosen)
     assert_bits(ulp_drift, "oracle-backward-vs-eager", case, device, expected, gradient, values=upstream)
+
+
+def raised_by(function: Callable[..., Any], *args: Any) -> Exception | None:
+    """What ``function(*args)`` raised, or None."""
+    try:
+        function(*args)
+    except Exception as error:  # any exception: only the project kernel's types and words are specified
+        return error
+    return None
+
+
+def rejects_what_eager_rejects(
+    implementation: Judged, values: Any, angles: Any, inverse: Any, *, eager_rejects: bool = True
+) -> None:
+    """Another implementation's answer to a bad input: some exception where the eager reference rejects it (the
+    message says what eager raised), any answer where eager computes something by accident. A ``TypeError`` that says
+    the function cannot be called as ``fn(values, angles, inverse=...)`` at all rejects nothing
+    (:meth:`Implementation.calling_convention_error`)."""
+    implementation = judged(implementation)
+    unusable = implementation.calling_convention_error(values, angles, inverse)
+    if unusable is not None:
+        raise ConformanceFailure(
+            f"{implementation.name} cannot be called as the suite calls it: {unusable}",
+            what="bad input: cannot be called as fn(values, angles, inverse=...)",
+        )
+    if raised_by(implementation.forward, values, angles, inverse) is None and eager_rejects:
+        eager = raised_by(eager_reference, values, angles, inverse)
+        raise ConformanceFailure(
+            f"{implementation.name} accepted an input eager rejects (eager raised {type(eager).__name__}: {eager})",
+            what="bad input: accepted an input eager rejects",
+        )

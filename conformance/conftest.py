@@ -18,10 +18,11 @@ from conformance import backend
 backend.choose()
 
 from conformance import checks  # noqa: E402  (imports the kernel: the backend must be chosen first)
+from conformance.comparisons import interpreter_caveat  # noqa: E402
 from conformance.implementation import PROJECT_MODULE, Implementation  # noqa: E402
 from conformance.plugin import add_run_metadata  # noqa: E402
 from conformance.pytest_plugin import implementation_under_test  # noqa: E402
-from conformance.report import IMPLEMENTATION  # noqa: E402
+from conformance.report import IMPLEMENTATION, INTERPRETER_ARTEFACTS  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -75,7 +76,8 @@ def impl_under_test(request: pytest.FixtureRequest, device: torch.device) -> Imp
     The report's metadata records it (``implementation under test``: functions, source, SHA-256, claims) and, per
     device, the contraction variant the oracle emulates there: the project kernel's calibration (``kernel
     calibration``, with its frequency source) when the project's kernel is judged, the device's (``oracle
-    contraction``) otherwise."""
+    contraction``) otherwise; and, for another implementation that runs Triton kernels under the interpreter, what
+    the interpreter casts wrongly (``interpreter artefacts``, per dtype), which its failures in those dtypes may be."""
     implementation = implementation_under_test(request.config)
     if implementation.kernel is not None and not implementation.kernel.HAVE_TRITON:
         pytest.skip("triton is not installed: the fused kernel cannot run")
@@ -83,6 +85,9 @@ def impl_under_test(request: pytest.FixtureRequest, device: torch.device) -> Imp
     if problem:
         pytest.skip(problem)
     add_run_metadata(request.config, IMPLEMENTATION, implementation.describe())
+    caveats = {dtype: interpreter_caveat(implementation, dtype) for dtype in backend.interpreter_cast_problems()}
+    if any(caveats.values()):
+        add_run_metadata(request.config, INTERPRETER_ARTEFACTS, {k: v for k, v in caveats.items() if v})
     where = f"{device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else backend.name()})"
     if implementation.kernel is not None:
         settings = implementation.kernel.settings(device)

@@ -2,22 +2,16 @@
 probes): the implementation under test on strided views of values, angles and upstream gradient that
 ``conformance.layouts`` builds, against the oracle on every backend and the eager reference on CUDA, with every
 storage element outside what the op may write kept bit for bit. The comparisons and their report records are those
-of :mod:`conformance.checks`.
+of :mod:`conformance.checks`, compared and failing as :mod:`conformance.comparisons` says.
 """
 
 from __future__ import annotations
 
 import torch
 
-from conformance.checks import (
-    AUTOGRAD_NORMALIZATION,
-    assert_bits,
-    contraction_of,
-    eager_reference,
-    hex_of,
-    kernel_frequencies_of,
-    on_cpu,
-)
+from conformance.checks import AUTOGRAD_NORMALIZATION, contraction_of, eager_reference, kernel_frequencies_of, on_cpu
+from conformance.comparisons import assert_bits, caveated, hex_of
+from conformance.failures import ConformanceFailure
 from conformance.implementation import Implementation, Judged, judged
 from conformance.layouts import GeneratedInputs, LayoutSpec, build_inputs
 from oracle import eager as oracle_eager
@@ -32,6 +26,7 @@ GENERATED_IN_PLACE_VS_ORACLE = "generated-in-place-vs-oracle"
 GENERATED_IN_PLACE_VS_EAGER = "generated-in-place-vs-eager"
 
 
+@caveated
 def check_generated_case(
     spec: LayoutSpec, device: torch.device, implementation: Judged, ulp_drift=None, *, in_place: bool = False
 ) -> None:
@@ -46,17 +41,21 @@ def check_generated_case(
     the out-of-place op's bits (the oracle's), the call returns ``values`` itself, and nothing else changes: not the
     storage around the view, not the angles. An overlapping view (expanded values) must be refused, unwritten.
 
-    A failure message ends with Python code that rebuilds the inputs (:meth:`LayoutSpec.reproduction`).
+    A failure (or an exception the implementation raised) ends with Python code that rebuilds the inputs and runs the
+    implementation judged on them
+    (:meth:`LayoutSpec.reproduction`); under the interpreter it says when the failure may be the interpreter's casts
+    (``checks.interpreter_caveat``).
     """
+    implementation = judged(implementation)
+    function = implementation.in_place_name if in_place else implementation.function_name
     try:
         if in_place:
-            _in_place_matches(spec, device, judged(implementation), ulp_drift)
+            _in_place_matches(spec, device, implementation, ulp_drift)
         else:
-            _out_of_place_matches(spec, device, judged(implementation), ulp_drift)
-    except AssertionError as failure:
-        failure.add_note(
-            f"\nThe inputs of this case, rebuilt (run from the repository root):\n{spec.reproduction(device)}"
-        )
+            _out_of_place_matches(spec, device, implementation, ulp_drift)
+    except Exception as failure:  # a failed comparison, or the implementation crashing on this layout
+        code = spec.reproduction(device, str(function), in_place=in_place)
+        failure.add_note(f"\nThis case, rebuilt and run through {function}:\n{code}")
         raise
 
 
@@ -159,7 +158,9 @@ def _assert_storages_unchanged(
             written.view(changed).fill_(False)
         if bool(changed.any()):
             index = int(changed.nonzero()[0])
-            raise AssertionError(
-                f"{spec.id}: the op wrote its input: {int(changed.sum())} elements of the {name} storage changed, "
-                f"first at storage index {index}: {hex_of(before[name], (index,))} -> {hex_of(storage, (index,))}"
+            raise ConformanceFailure(
+                f"{spec.id} inputs-unwritten: the op wrote its input: {int(changed.sum())} elements of the {name} "
+                f"storage changed (of {storage.numel()}), first at storage index {index}: before "
+                f"{hex_of(before[name], (index,))} after {hex_of(storage, (index,))}",
+                what=f"inputs-unwritten: the {name} written",
             )

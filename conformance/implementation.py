@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import sys
 import types
 from collections.abc import Callable, Iterable
@@ -151,9 +152,33 @@ class Implementation:
         """Whether the project's kernel is judged: its internals are then checked too."""
         return self.kernel is not None
 
+    @property
+    def runs_triton_kernels(self) -> bool:
+        """Whether the implementation's module (or the module that defines its function) holds Triton objects, its
+        kernels (``@triton.jit``, autotuned or not): under the interpreter, their casts are the interpreter's."""
+        modules = {getattr(self.function, "__module__", None), self.function_name.module}
+        for module in filter(None, (sys.modules.get(name or "") for name in modules)):
+            if any(type(value).__module__.partition(".")[0] == "triton" for value in vars(module).values()):
+                return True
+        return False
+
     def forward(self, values: Any, angles: Any, inverse: Any = False) -> Any:
         """Calls the out-of-place function, ``inverse`` by keyword (Automodel's ``_apply_rope`` takes it so)."""
         return self.function(values, angles, inverse=inverse)
+
+    def calling_convention_error(self, values: Any, angles: Any, inverse: Any = False) -> str | None:
+        """Why the out-of-place function cannot be called as ``fn(values, angles, inverse=inverse)`` at all (its
+        signature does not take that call: a ``TypeError`` it raises then rejects nothing), or None; None too for a
+        callable without a signature to read."""
+        try:
+            signature = inspect.signature(self.function)
+        except (TypeError, ValueError):
+            return None
+        try:
+            signature.bind(values, angles, inverse=inverse)
+        except TypeError as error:
+            return f"{self.name}{signature} cannot take (values, angles, inverse={inverse!r}): {error}"
+        return None
 
     def in_place(self, values: Any, angles: Any, inverse: Any = False) -> Any:
         """Calls the in-place function, ``inverse`` by keyword.
@@ -258,3 +283,53 @@ def judged(implementation: Judged) -> Implementation:
     if isinstance(implementation, types.ModuleType):
         return of_kernel_module(implementation)
     return implementation
+
+
+def _describe_tensor(tensor: Any) -> str:
+    return f"{str(tensor.dtype).removeprefix('torch.')} {tuple(tensor.shape)} on {tensor.device}"
+
+
+def check_calling_convention(implementation: Implementation, device: Any) -> None:
+    """Calls the implementation as the suite will, once each way, on a tiny valid input: the out-of-place function
+    ``fn(values, angles, inverse=False)`` and ``inverse=True`` must return a tensor of the values' shape and dtype,
+    the in-place one (if judged) must return ``values``. A function that cannot be called so would fail every test
+    with the same ``TypeError``, and pass the bad-input tests for the wrong reason.
+
+    Args:
+        implementation: what is judged.
+        device: where the suite's tensors live (``conformance.backend.device()``).
+
+    Raises:
+        ImplementationError: naming the call tried, its inputs and what it raised or returned.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    values = torch.randn((1, 2, 2, 8), generator=generator).to(device)
+    angles = torch.rand((1, 2, 2), generator=generator).to(device)
+    calls = [(implementation.name, implementation.function, False)]
+    if implementation.in_place_function is not None:
+        calls.append((str(implementation.in_place_name), implementation.in_place_function, True))
+    for name, function, in_place in calls:
+        for inverse in (False, True):
+            given = values.clone()
+            call = (
+                f"{name}(values, angles, inverse={inverse}) with values {_describe_tensor(given)}, angles "
+                f"{_describe_tensor(angles)}"
+            )
+            try:
+                result = function(given, angles, inverse=inverse)
+            except Exception as error:  # whatever it raised is what the user must see
+                raise ImplementationError(
+                    f"--rope-impl{'-in-place' if in_place else ''} {name}: cannot be judged: {call} raised "
+                    f"{type(error).__name__}: {error}; the suite calls fn(values, angles, *, inverse=False) with "
+                    "inverse by keyword, as Automodel's _apply_rope is called"
+                ) from error
+            wanted = "values itself" if in_place else "a tensor of the values' shape and dtype"
+            if in_place:
+                fine = result is given
+            else:
+                fine = isinstance(result, torch.Tensor) and result.shape == given.shape and result.dtype == given.dtype
+            if not fine:
+                got = _describe_tensor(result) if isinstance(result, torch.Tensor) else type(result).__name__
+                raise ImplementationError(f"--rope-impl {name}: cannot be judged: {call} returned {got}, not {wanted}")

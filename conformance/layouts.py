@@ -142,19 +142,44 @@ class LayoutSpec:
             f"gradient {_describe(self.gradient)}"
         )
 
-    def reproduction(self, device: torch.device) -> str:
-        """Python that rebuilds this case's inputs bit for bit and calls the op (run from the repository root)."""
+    def reproduction(
+        self, device: torch.device, function: str = "impl.rope_triton:apply_rope_triton", *, in_place: bool = False
+    ) -> str:
+        """Python that rebuilds this case's inputs bit for bit and calls the implementation judged on them.
+
+        Args:
+            device: where the inputs live.
+            function: the function judged, ``MODULE:FUNCTION`` (a dotted FUNCTION is an attribute path).
+            in_place: whether it is an in-place function (``values`` then holds the result); an out-of-place one is
+                called with autograd too, for the gradient of the upstream gradient ``grad_output``.
+
+        The code chooses the backend as the suite does (Triton's interpreter without a CUDA device), so it runs
+        wherever ``conformance`` and the function's module import, a checkout's root or an installed suite's
+        environment.
+        """
+        module, _, attribute = function.partition(":")
+        head = attribute.split(".", 1)[0]
         dtype = str(self.dtype).removeprefix("torch.")
         direction = "inverse=True" if self.inverse else "inverse=False"
         angles_written = StridedLayout(
             self.angles.written_shape, self.angles.strides, self.angles.offset, self.angles.storage_size
         )
+        if in_place:
+            call = [f"output = {attribute}(values, angles, {direction})  # in place: values holds the result"]
+        else:
+            call = [
+                "leaf = values.detach().requires_grad_(True)",
+                f"output = {attribute}(leaf, angles, {direction})",
+                "(gradient,) = torch.autograd.grad(output, leaf, grad_output)",
+            ]
         return "\n".join(
             [
                 "import torch",
+                "from conformance import backend",
+                "backend.choose()  # Triton's interpreter without a CUDA device, before the implementation imports",
                 "from conformance.cases import regime_values",
                 "from conformance.layouts import angle_values",
-                "from impl.rope_triton import apply_rope_triton",
+                f"from {module} import {head}",
                 "",
                 f"device = torch.device({str(device)!r})",
                 f"values_storage = regime_values(({self.values.storage_size},), torch.{dtype}, {self.regime!r}, "
@@ -168,7 +193,7 @@ class LayoutSpec:
                 f"gradient_storage = regime_values(({self.gradient.storage_size},), torch.{dtype}, {self.regime!r}, "
                 f"torch.Generator(device).manual_seed({self.seed + 1}), device)",
                 f"grad_output = gradient_storage.as_strided({self.gradient.python()})",
-                f"output = apply_rope_triton(values, angles, {direction})",
+                *call,
             ]
         )
 

@@ -8,6 +8,10 @@ so a distributed run reports exactly what a serial one does. Code running in the
 run-level metadata to the report with `add_run_metadata`. The report records which tests the run selected and, under
 pytest-split, which group it ran (`conformance.selection`). Data model, comparison and rendering live in the
 `conformance.report` package.
+
+The verdict agrees with pytest's outcome: the report records how many tests failed and each one's line
+(`conformance.report.failed_tests`), which the terminal and the Markdown group by test function. The baseline gate
+expects the baseline's cases of the tests the run selected, not those a `-k` or a shard left out.
 """
 
 from __future__ import annotations
@@ -20,11 +24,14 @@ from typing import Any
 
 import pytest
 
-from conformance.provenance import run_metadata
+from conformance.provenance import kernel_sha256, kernel_source, run_metadata
 from conformance.report import (
+    FAILED_TESTS,
     FROM_TESTS,
+    IMPLEMENTATION,
     SELECTION,
     SHARD,
+    TESTS_FAILED,
     BaselineComparison,
     CaseRecord,
     Report,
@@ -35,6 +42,7 @@ from conformance.report import (
     compare_to_baseline,
     decode_non_finite,
     encode_non_finite,
+    entry_of_report,
     merge_added,
     merge_edges,
     merge_reports,
@@ -185,6 +193,10 @@ class UlpDriftSession:
         # The node id each test's records carry (`portable_nodeid`), back to pytest's own.
         self._pytest_nodeids: dict[str, str] = {}
         self._outcomes: dict[str, str] = {}
+        # Each failed test's line (`conformance.report.failed_tests`), by pytest's node id, in the order they failed.
+        self._failed: dict[str, dict[str, str]] = {}
+        # The tests xdist workers selected (node ids as records carry them), for the baseline gate.
+        self._workers_selected: list[str] | None = None
         self._local: dict[str, CaseRecord] = {}
         self._worker_reports: dict[str, Report] = {}
         self._silent_workers: dict[str, str] = {}
@@ -269,6 +281,8 @@ class UlpDriftSession:
         report = made.get_result()
         if not self._selection_sent:
             report.ulp_drift_selection = self._own_selection()
+            if self.baseline_path is not None and self.selection_recorder is not None:
+                report.ulp_drift_selected = self.selection_recorder.selected
             self._selection_sent = True
         metadata = encode_non_finite(self.added_metadata)
         if metadata != self._metadata_sent:
@@ -284,6 +298,9 @@ class UlpDriftSession:
     def _take_streamed(self, report: pytest.TestReport) -> None:
         """On the controller: keeps the records, selection and run metadata a worker attached to a teardown report."""
         self._take_selection(getattr(report, "ulp_drift_selection", None), report.nodeid)
+        selected = getattr(report, "ulp_drift_selected", None)
+        if selected is not None and self._workers_selected is None:
+            self._workers_selected = list(selected)
         metadata = getattr(report, "ulp_drift_metadata", None)
         if metadata:
             self.added_metadata = merge_added([self.added_metadata, decode_non_finite(metadata)])
@@ -313,6 +330,8 @@ class UlpDriftSession:
         outcome = _phase_outcome(report)
         if outcome is not None and self._outcomes.get(report.nodeid) != "failed":
             self._outcomes[report.nodeid] = outcome
+        if report.failed and not self.is_worker and report.nodeid not in self._failed:
+            self._failed[report.nodeid] = entry_of_report(report)
         if report.when == "teardown":
             self._finished_tests.add(report.nodeid)
             self._finish(report.nodeid)
@@ -349,7 +368,10 @@ class UlpDriftSession:
     # -- end of run ----------------------------------------------------------------------------------------------------
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Ships records to the controller (on a worker) or writes, gates and saves the report."""
+        """Ships records to the controller (on a worker) or writes, gates and saves the report; a collect-only run
+        (``--co``) ran nothing to report on."""
+        if self.config.getoption("collectonly", False):
+            return
         if self.is_worker:
             self.config.workeroutput[WORKEROUTPUT_KEY] = self.local_report().to_json()  # type: ignore[attr-defined]
             return
@@ -375,6 +397,7 @@ class UlpDriftSession:
                 strict=self.strict,
                 ulp_tolerance=self.ulp_tolerance,
                 fraction_tolerance=self.fraction_tolerance,
+                selected=self._selected(),
             )
             if self.comparison.failed:
                 self._fail(session)
@@ -383,6 +406,12 @@ class UlpDriftSession:
         except OSError as error:
             self.errors.append(f"could not write the ulp-drift report: {error}")
             self._fail(session)
+
+    def _selected(self) -> list[str] | None:
+        """The tests this run selected, as records name them (this process's collection, else the workers'); None
+        when no process said (the gate then expects every baseline case)."""
+        own = self.selection_recorder.selected if self.selection_recorder is not None else None
+        return own if own is not None else self._workers_selected
 
     def _merged_report(self) -> Report:
         workers = sorted(self._worker_reports)
@@ -395,7 +424,14 @@ class UlpDriftSession:
         )
         command = shlex.join(["pytest", *self.config.invocation_params.args])
         selection = self._own_selection() or self._selection
-        merged.metadata = {**run_metadata(command, self.config.rootpath), **selection, **merged.metadata}
+        judged_source = _judged_source(merged.metadata)
+        provenance = run_metadata(command, self.config.rootpath, kernel_path=judged_source)
+        if judged_source is not None and provenance["kernel_sha256"] != kernel_sha256(kernel_source()):
+            # Another implementation: the project's kernel file still holds the eager reference and the calibration.
+            provenance["reference_sha256"] = kernel_sha256(kernel_source())
+        merged.metadata = {**provenance, **selection, **merged.metadata}
+        merged.metadata[TESTS_FAILED] = len(self._failed)
+        merged.metadata[FAILED_TESTS] = dict(self._failed)
         if self.unfinished:
             merged.metadata["interrupted"] = True
             if self.unfinished > 0:
@@ -428,7 +464,10 @@ class UlpDriftSession:
         """Prints the group table, baseline deltas, worker warnings, files written and the verdict."""
         if self.is_worker or (self.report is None and not self.errors):
             return
-        if self.report is not None and not self.report.cases and not self.requested and not self._silent_workers:
+        # A session that neither recorded nor judged anything (another project's tests, in an environment where the
+        # suite is installed) gets no section; one whose tests judged an implementation does, failures and all.
+        judged = self.report is not None and (self.report.cases or self.report.metadata.get(FROM_TESTS))
+        if self.report is not None and not (judged or self.requested or self._silent_workers):
             return
         terminalreporter.write_sep("=", "ulp drift")
         for worker, why in sorted(self._silent_workers.items()):
@@ -448,6 +487,15 @@ class UlpDriftSession:
             terminalreporter.write_line("ulp-drift written: " + ", ".join(str(p) for p in self.written))
         color = {"PASS": "green", "WARN": "yellow"}.get(verdict_status(self.report, self.comparison), "red")
         terminalreporter.write_line(lines[-1], **{color: True, "bold": True})
+
+
+def _judged_source(metadata: Mapping[str, Any]) -> Path | None:
+    """The source file of the implementation the tests judged (``implementation under test``), whose digest is the
+    run's ``kernel_sha256``; None (the project's kernel file) when the tests named none."""
+    added = metadata.get(FROM_TESTS)
+    judged = added.get(IMPLEMENTATION) if isinstance(added, Mapping) else None
+    source = judged.get("source") if isinstance(judged, Mapping) else None
+    return Path(source) if isinstance(source, str) and source != "-" else None
 
 
 def _worker_id(node: Any) -> str:

@@ -14,19 +14,35 @@ Options, each with an environment variable that stands in when the option is not
   (``compile``, ``cuda-graphs``, ``double-backward``, or ``none``).
 
 An implementation named explicitly is imported when the session starts (after choosing the backend, since Triton reads
-``TRITON_INTERPRET`` when a kernel is defined): one that cannot be imported stops the run with a usage error that
-names what was looked up. The default one is imported by the suite's fixture. This module imports neither torch nor
-the implementation when it loads: the entry point loads it in every pytest session of the environment.
+``TRITON_INTERPRET`` when a kernel is defined) and called once on a tiny valid input, with ``inverse=False`` and
+``inverse=True`` as the suite calls it: one that cannot be imported, or that cannot be called so, stops the run with
+a usage error (exit status 4) that names what was looked up or what call raised what, before any test runs. The
+default one is imported by the suite's fixture. This module imports neither torch nor the implementation when it
+loads: the entry point loads it in every pytest session of the environment.
+
+A failure of the suite's own comparisons (``conformance.failures.ConformanceFailure``) is reported by its one line,
+without a traceback (unless ``--tb=long`` or ``--tb=native`` asks for one): the line names the case, the comparison,
+the differing elements and the bits, and the ulp-drift report keeps the rest. Any other failure keeps its traceback.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import types
+from typing import Any
 
 import pytest
 
-from conformance.implementation import PROJECT_FUNCTION, PROJECT_MODULE, Implementation, ImplementationError, load
+from conformance.failures import short_failure
+from conformance.implementation import (
+    PROJECT_FUNCTION,
+    PROJECT_MODULE,
+    Implementation,
+    ImplementationError,
+    check_calling_convention,
+    load,
+)
 from conformance.provenance import kernel_sha256, kernel_source
 
 pytest_plugins = ["conformance.plugin"]
@@ -42,6 +58,8 @@ _VARIABLES = {
 }
 
 _SELECTION = pytest.StashKey["Selection"]()
+# The traceback styles that ask for a check's traceback too; the others (auto, short, line, no) show its line.
+_FULL_TRACEBACKS = ("long", "native")
 
 
 @dataclasses.dataclass
@@ -69,6 +87,18 @@ class Selection:
         if self._loaded is None:
             self._loaded = load(self.forward, self.in_place, self.claims)
         return self._loaded
+
+    def load_and_check(self) -> Implementation:
+        """Imports the implementation and checks that it takes the suite's calls (on this process's device).
+
+        Raises:
+            ImplementationError: naming what was looked up, or the call tried and what it raised.
+        """
+        implementation = self.load()
+        from conformance import backend
+
+        check_calling_convention(implementation, backend.device())
+        return implementation
 
     def header(self) -> str:
         """One line for the top of the run: the function judged, its source and digest, and what else is judged."""
@@ -131,10 +161,32 @@ def pytest_configure(config: pytest.Config) -> None:
 
         backend.choose()
         try:
-            selection.load()
+            selection.load_and_check()
         except ImplementationError as error:
             named_by = f" (named by {', '.join(selection.from_environment)})" if selection.from_environment else ""
             raise pytest.UsageError(f"{error}{named_by}") from error
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport | None:
+    """Reports a failure of the suite's own comparisons by its line (``conformance.failures.short_failure``) instead of
+    pytest's traceback, which repeats the line after the reprs of every frame's tensors and costs more than the check
+    itself; ``report.conformance_failure`` says what failed (the comparison and the kind of difference). Anything else
+    (a crash, another exception, ``--tb=long``/``--tb=native``) is left to pytest."""
+    excinfo = call.excinfo
+    if excinfo is None or item.config.getoption("tbstyle", "auto") in _FULL_TRACEBACKS:
+        return None
+    short = short_failure(excinfo.value)
+    if short is None:
+        return None
+    # pytest's report of a call whose "excinfo" is not an exception is a failure whose longrepr is that text; the
+    # call itself, with its exception, still reaches every other hook (xfail, --pdb).
+    reported: Any = types.SimpleNamespace(
+        when=call.when, start=call.start, stop=call.stop, duration=call.duration, excinfo=short.text
+    )
+    report = pytest.TestReport.from_item_and_call(item, reported)
+    report.conformance_failure = short.what
+    return report
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -9,6 +9,9 @@ process that collects (a serial run, each xdist worker) it records, for the repo
 - ``shard``, under pytest-split (``--splits N --group G``): the group, the count and fingerprint of the tests this
   shard runs, and the count and fingerprint of every group, split by pytest-split's own algorithm from the same
   selection and durations file, so that the merge can prove the shards make up the whole (`conformance.report.shards`).
+
+It also keeps the node ids (as the report names them) of the tests this process runs once every plugin has deselected
+its part (``selected``): the baseline gate expects the baseline's cases of those tests only.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from conformance.report import SELECTION, SHARD, digest, selection_record, shard_record
+from conformance.report import SELECTION, SHARD, digest, portable_nodeid, selection_record, shard_record
 
 # The environment variable that names the implementation under test when --rope-impl is not given.
 ROPE_IMPL_ENV = "DSV41_ROPE_IMPL"
@@ -82,6 +85,8 @@ class SelectionRecorder:
     def __init__(self) -> None:
         self.selection: dict[str, Any] | None = None
         self.shard: dict[str, Any] | None = None
+        # The tests this process runs, by the node ids their records carry; None before collection finishes.
+        self.selected: list[str] | None = None
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -103,11 +108,13 @@ class SelectionRecorder:
         )
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Records the tests this shard runs: what is left once every plugin has deselected its part.
+        """Records the tests this process runs (and, under pytest-split, this shard's record of them): what is left
+        once every plugin has deselected its part.
 
         Raises:
             pytest.UsageError: when they are not the group recorded for it, which would make the shard unprovable.
         """
+        self.selected = [portable_nodeid(item.nodeid, getattr(item, "path", None)) for item in session.items]
         if self.shard is None:
             return
         nodeids = [item.nodeid for item in session.items]

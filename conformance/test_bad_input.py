@@ -4,7 +4,8 @@ is written in place.
 
 The words of those messages are the project kernel's own contract. Another implementation must raise some exception
 for every input the eager path itself rejects (all but ``ACCEPTED_BY_EAGER``, which a test below checks against the
-eager reference), and must never write its inputs.
+eager reference), and must never write its inputs. A ``TypeError`` that says the function cannot be called as
+``fn(values, angles, inverse=...)`` at all rejects nothing: it fails the test too.
 """
 
 from __future__ import annotations
@@ -50,14 +51,6 @@ def _bits_of(*inputs) -> list[torch.Tensor]:
     return [t.detach().clone().reshape(-1).view(torch.uint8) for t in inputs if isinstance(t, torch.Tensor)]
 
 
-def _raised_by(function, *args) -> Exception | None:
-    try:
-        function(*args)
-    except Exception as error:  # any exception: only the project kernel's types and words are specified
-        return error
-    return None
-
-
 @pytest.mark.parametrize(BAD_INPUT_NAMES, BAD_INPUT_PARAMS)
 def test_rejected_with_a_clear_error(impl_under_test, values, angles, inverse, error, words, eager_rejects):
     before = _bits_of(values, angles)
@@ -68,8 +61,7 @@ def test_rejected_with_a_clear_error(impl_under_test, values, angles, inverse, e
         for word in words:
             assert word in message, f"{word!r} not in {message!r}"
     else:
-        raised = _raised_by(impl_under_test.forward, values, angles, inverse)
-        assert raised is not None or not eager_rejects, f"{impl_under_test.name} accepted an input eager rejects"
+        checks.rejects_what_eager_rejects(impl_under_test, values, angles, inverse, eager_rejects=eager_rejects)
     for old, new in zip(before, _bits_of(values, angles), strict=True):
         assert torch.equal(old, new), f"{impl_under_test.name} wrote an input"
 
@@ -77,7 +69,7 @@ def test_rejected_with_a_clear_error(impl_under_test, values, angles, inverse, e
 @pytest.mark.parametrize(BAD_INPUT_NAMES, BAD_INPUT_PARAMS)
 def test_eager_path_rejects_the_inputs_said_to(values, angles, inverse, error, words, eager_rejects):
     """What another implementation must reject is what the eager reference rejects: ``ACCEPTED_BY_EAGER`` is true."""
-    raised = _raised_by(checks.eager_reference, values, angles, inverse)
+    raised = checks.raised_by(checks.eager_reference, values, angles, inverse)
     assert (raised is not None) == eager_rejects, f"eager {'accepted' if raised is None else 'rejected'} it: {raised}"
 
 
@@ -88,7 +80,7 @@ def test_devices_must_match(impl_under_test):
         with pytest.raises(ValueError, match="one device"):
             impl_under_test.forward(_values().cuda(), _angles())
     else:
-        raised = _raised_by(impl_under_test.forward, _values().cuda(), _angles(), False)
+        raised = checks.raised_by(impl_under_test.forward, _values().cuda(), _angles(), False)
         assert raised is not None, (
             f"{impl_under_test.name} took values on a GPU and angles on the CPU, as eager does not"
         )

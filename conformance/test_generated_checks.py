@@ -76,6 +76,19 @@ def test_wrong_bits_fail_with_the_inputs_as_code(rope, device):
         generated_checks.check_generated_case(ONE_TOKEN_STEP, device, _with(rope, apply_rope_triton=shifted))
     notes = "".join(failure.value.__notes__)
     assert "values = values_storage.as_strided((3, 1, 2, 16), (160, 32, 16, 1), 64)" in notes
+    # It runs the implementation judged, not the project's kernel.
+    assert "from fake import apply_rope_triton\n" in notes and "impl.rope_triton" not in notes
+    assert "output = apply_rope_triton(leaf, angles, inverse=False)" in notes
+
+
+def test_an_implementation_crashing_on_a_layout_gets_the_inputs_as_code(rope, device):
+    def crashes(values, angles, inverse=False):
+        raise RuntimeError("Tensor must have a storage_offset divisible by 2")
+
+    with pytest.raises(RuntimeError, match="storage_offset") as failure:
+        generated_checks.check_generated_case(ONE_TOKEN_STEP, device, _with(rope, apply_rope_triton=crashes))
+    notes = "".join(failure.value.__notes__)
+    assert "from fake import apply_rope_triton\n" in notes and "values = values_storage.as_strided(" in notes
 
 
 def test_an_op_writing_its_angles_fails(rope, device):

@@ -107,6 +107,8 @@ class BitDifferences:
         max_distance: largest :func:`distance` over the real mismatches (0 when there are none;
             :data:`INFINITE_DISTANCE` when a NaN meets a number).
         first_mismatch_index: flat row-major index of the first real mismatch, or None.
+        first_nan_bit_index: flat row-major index of the first NaN-bit difference, or None.
+        first_signed_zero_index: flat row-major index of the first signed-zero difference, or None.
     """
 
     elements: int
@@ -115,6 +117,8 @@ class BitDifferences:
     signed_zero_differences: int
     max_distance: int
     first_mismatch_index: int | None
+    first_nan_bit_index: int | None = None
+    first_signed_zero_index: int | None = None
 
 
 def compare_bits(actual: torch.Tensor, expected: torch.Tensor) -> BitDifferences:
@@ -148,6 +152,7 @@ def compare_bits(actual: torch.Tensor, expected: torch.Tensor) -> BitDifferences
     both_zero = ((bits_actual & magnitude_mask) == 0) & ((bits_expected & magnitude_mask) == 0)
     real = differ & ~both_nan & ~both_zero
     mismatch_indices = torch.nonzero(real).reshape(-1)
+    nan_bits, signed_zeros = differ & both_nan, differ & both_zero
     max_distance = 0
     if mismatch_indices.numel():
         picked_actual, picked_expected = flat_actual[mismatch_indices].cpu(), flat_expected[mismatch_indices].cpu()
@@ -155,11 +160,19 @@ def compare_bits(actual: torch.Tensor, expected: torch.Tensor) -> BitDifferences
     return BitDifferences(
         elements=flat_actual.numel(),
         mismatches=int(mismatch_indices.numel()),
-        nan_bit_differences=int((differ & both_nan).sum()),
-        signed_zero_differences=int((differ & both_zero).sum()),
+        nan_bit_differences=int(nan_bits.sum()),
+        signed_zero_differences=int(signed_zeros.sum()),
         max_distance=max_distance,
         first_mismatch_index=int(mismatch_indices[0]) if mismatch_indices.numel() else None,
+        first_nan_bit_index=_first_index(nan_bits),
+        first_signed_zero_index=_first_index(signed_zeros),
     )
+
+
+def _first_index(mask: torch.Tensor) -> int | None:
+    """The flat index of the first true element of a flat boolean tensor, or None."""
+    found = torch.nonzero(mask).reshape(-1)
+    return int(found[0]) if found.numel() else None
 
 
 def _ulp(magnitude: np.ndarray, fmt: _Format) -> np.ndarray:

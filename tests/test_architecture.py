@@ -34,6 +34,7 @@ REPORT_SIDE = (
     "conformance/provenance.py",
     "conformance/pytest_plugin.py",
     "conformance/implementation.py",
+    "conformance/failures.py",
     "conformance/accepted.py",
 )
 NOT_WHEN_LOADED = frozenset({"torch", "triton", "numpy", "matplotlib", "oracle", "impl"})

@@ -88,6 +88,23 @@ def test_reproduction_code_rebuilds_the_inputs_bit_for_bit(spec):
     assert namespace["output"].shape == spec.values.shape
 
 
+def test_reproduction_code_runs_the_implementation_judged(tmp_path, monkeypatch):
+    (tmp_path / "their_rope.py").write_text(
+        "calls = []\n\n\nclass Rope:\n    @staticmethod\n    def apply(values, angles, *, inverse=False):\n"
+        "        calls.append((values, angles, inverse))\n        return values * 1\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    namespace: dict = {}
+    exec(ONE_TOKEN_STEP.reproduction(CPU, "their_rope:Rope.apply"), namespace)
+    import their_rope
+
+    ((values, angles, inverse),) = their_rope.calls
+    assert values.shape == namespace["values"].shape and angles is namespace["angles"] and inverse is False
+    assert namespace["gradient"].shape == namespace["values"].shape, "the backward ran for the upstream gradient"
+    in_place = ONE_TOKEN_STEP.reproduction(CPU, "their_rope:Rope.apply", in_place=True)
+    assert "output = Rope.apply(values, angles, inverse=False)  # in place: values holds the result" in in_place
+
+
 # -- strategies and shards --------------------------------------------------------------------------------------------
 
 

@@ -50,6 +50,32 @@ def test_a_name_that_cannot_be_judged_is_a_usage_error_before_any_test(suite, gi
     assert "collected" not in result.stdout.str()
 
 
+@pytest.mark.parametrize(
+    ("function", "words"),
+    [
+        (
+            "def rope(values, angles):\n    return values.clone()\n",
+            "--rope-impl calls_wrongly:rope: cannot be judged: calls_wrongly:rope(values, angles, inverse=False) with "
+            "values float32 (1, 2, 2, 8) on cpu, angles float32 (1, 2, 2) on cpu raised TypeError: rope() got an "
+            "unexpected keyword argument 'inverse'; the suite calls fn(values, angles, *, inverse=False)",
+        ),
+        (
+            "def rope(values, angles, *, inverse=False):\n    return values[..., :4] if inverse else values.clone()\n",
+            "calls_wrongly:rope(values, angles, inverse=True) with values float32 (1, 2, 2, 8) on cpu, angles float32 "
+            "(1, 2, 2) on cpu returned float32 (1, 2, 2, 4) on cpu, not a tensor of the values' shape and dtype",
+        ),
+    ],
+    ids=["without-inverse", "wrong-shape"],
+)
+def test_a_function_the_suite_cannot_call_is_a_usage_error_before_any_test(suite, function, words):
+    suite.makepyfile(calls_wrongly=function)
+    suite.syspathinsert()
+    result = suite.runpytest_subprocess(*PLUGIN, "--rope-impl", "calls_wrongly:rope", str(SUITE / "test_bad_input.py"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert words in " ".join(result.stderr.str().split()), result.stderr.str()
+    assert "collected" not in result.stdout.str()
+
+
 def test_a_missing_function_is_named_with_the_module_file_and_its_callables():
     with pytest.raises(ImplementationError) as raised:
         load("impl.rope_triton:apply_rope")

@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 
 from conformance import backend
-from conformance.judged.run import SLICE, WRONG, Outcome, failed_comparison, judge, passing_counts
+from conformance.judged.run import SLICE, WRONG, Outcome, judge, passing_counts
 from conformance.provenance import kernel_sha256
+from conformance.report import what_failed
 
 REPO = Path(__file__).resolve().parents[1]
 NORMAL, SPECIAL = "inverse-normal", "inverse-special"
 # Per wrong implementation: each test function it fails, the comparison its failures name and what differed there
-# (`conformance.judged.run.failed_comparison`), and the value regimes of the failing cases (both angle layouts of
+# (`conformance.report.what_failed`), and the value regimes of the failing cases (both angle layouts of
 # each). Every other test of the slice passes. The eager comparisons run on a GPU only.
 BITS, NAN_BITS, OVER_BOUND = "bit mismatches", "NaN bit-pattern differences", "norm-wise error over the bound"
 EXPECTED_FAILURES = {
@@ -71,7 +72,7 @@ def _unexpected(outcome: Outcome, expected: dict[str, tuple[str, set[str]]]) -> 
             continue  # the GPU's eager comparisons, skipped on a CPU (the control run checks how many)
         if (result == "failed") != should_fail:
             problems.append(f"{nodeid}: {result}, expected {'a failure' if should_fail else 'a pass'}")
-        elif should_fail and failed_comparison(outcome.failures[nodeid]) != comparison:
+        elif should_fail and what_failed(outcome.failures[nodeid]) != comparison:
             problems.append(f"{nodeid}: failed on {outcome.failures[nodeid]!r}, not on {comparison!r}")
     return problems
 

@@ -96,6 +96,8 @@ def test_compare_bits_classifies_differences(dtype):
     assert result.mismatches == 3
     assert result.first_mismatch_index == 3
     assert result.max_distance == INFINITE_DISTANCE
+    # Each kind says where it first occurs, so that a failure can show its bits.
+    assert (result.first_signed_zero_index, result.first_nan_bit_index) == (1, 2)
 
 
 def test_compare_bits_max_distance_and_clean_run():
@@ -103,6 +105,7 @@ def test_compare_bits_max_distance_and_clean_run():
     actual = expected.clone()
     clean = compare_bits(actual, expected)
     assert (clean.mismatches, clean.max_distance, clean.first_mismatch_index) == (0, 0, None)
+    assert (clean.first_nan_bit_index, clean.first_signed_zero_index) == (None, None)
     actual.view(torch.int32)[1, 0] += 5
     actual.view(torch.int32)[0, 1] -= 2
     result = compare_bits(actual.t().contiguous().t(), expected)

@@ -4,11 +4,13 @@ installed elsewhere."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from conformance import merge
+from conformance.provenance import kernel_sha256
 from conformance.report import (
     FROM_TESTS,
     IMPLEMENTATION,
@@ -20,6 +22,8 @@ from conformance.report import (
     render_markdown,
 )
 
+pytest_plugins = ["pytester"]
+REPO = Path(__file__).resolve().parents[1]
 PROJECT = {"function": "impl.rope_triton:apply_rope_triton", "sha256": "258de3f026818b87", "claims": "compile"}
 VENDORED = {"function": "vendored_rope:apply_rope_triton", "sha256": "258de3f026818b87", "claims": "none"}
 
@@ -90,3 +94,34 @@ def test_a_test_outside_a_package_keeps_its_node_id(tmp_path: Path) -> None:
     (tmp_path / "tests").mkdir()
     assert portable_nodeid("tests/test_x.py::test", tmp_path / "tests" / "test_x.py") == "tests/test_x.py::test"
     assert portable_nodeid("test_x.py::test", None) == "test_x.py::test"
+
+
+# A test that judges another implementation, as the suite's fixture records it.
+JUDGING_TESTS = """
+import pytest
+
+from conformance.plugin import add_run_metadata
+from conformance.report import IMPLEMENTATION
+
+
+@pytest.fixture(scope="session", autouse=True)
+def judged(request, pytestconfig):
+    source = str(pytestconfig.rootpath / "their_rope.py")
+    add_run_metadata(request.config, IMPLEMENTATION, {"function": "their_rope:rope", "source": source})
+
+
+def test_forward(ulp_drift):
+    ulp_drift.record(comparison="fused-vs-oracle", dtype="bf16", backend="interpreter", device="cpu", elements=8,
+                     mismatches=0)
+"""
+
+
+def test_the_run_table_names_the_judged_implementations_source_digest(report_project: pytest.Pytester) -> None:
+    report_project.makepyfile(test_judging=JUDGING_TESTS, their_rope="def rope(values, angles, *, inverse=False): ...")
+    assert report_project.runpytest("--ulp-report", "out").ret == pytest.ExitCode.OK
+    metadata = json.loads((report_project.path / "out" / "ulp-drift.json").read_text(encoding="utf-8"))["metadata"]
+    judged = kernel_sha256(report_project.path / "their_rope.py")
+    assert metadata["kernel_sha256"] == judged
+    assert metadata["reference_sha256"] == kernel_sha256(REPO / "impl" / "rope_triton.py")
+    run_table = (report_project.path / "out" / "ulp-drift.md").read_text(encoding="utf-8").split("### Run")[1]
+    assert f"| kernel_sha256 | `{judged}` |" in run_table

@@ -55,9 +55,11 @@ def run_shards(project: pytest.Pytester, splits: int, *args: str) -> list[str]:
 
 
 def test_a_run_records_its_selection(split_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    # An implementation named in the environment must import (the installed plugin stops the run otherwise).
+    # An implementation named in the environment must import and take the suite's calls (the installed plugin stops
+    # the run otherwise).
     split_project.mkpydir("my_rope")
-    (split_project.path / "my_rope" / "kernels.py").write_text("def apply(values, angles, *, inverse=False): ...\n")
+    kernel = "def apply(values, angles, *, inverse=False):\n    return values.clone()\n"
+    (split_project.path / "my_rope" / "kernels.py").write_text(kernel)
     split_project.syspathinsert()
     monkeypatch.setenv("DSV41_ROPE_IMPL", "my_rope.kernels:apply")
     assert split_project.runpytest("--ulp-report", "whole").ret == pytest.ExitCode.OK

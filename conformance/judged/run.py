@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from conformance.report import failure_entry, grouped_lines
 
 SUITE = Path(__file__).resolve().parents[1]
 # One small case, both regimes where the defects show (normal values; NaN payloads and signed zeros), both angle
@@ -88,36 +89,15 @@ class Outcome:
 
     def summary(self) -> str:
         """A few lines: the verdict and the counts, then per failed test function how many of its cases failed and
-        on which comparisons (``fused-vs-oracle: bit mismatches``, ``norm-wise error over the bound``, ...)."""
+        on which comparisons (``fused-vs-oracle: bit mismatches``, ``norm-wise error over the bound``, ...), as the
+        suite's own terminal summary groups them (``conformance.report.failed_tests``)."""
         verdict = "PASS" if self.exit_status == 0 else f"FAIL (exit {self.exit_status})"
         counts = ", ".join(f"{count} {kind}" for kind, count in sorted(self.counts.items()) if count)
         lines = [f"{self.implementation}: {verdict}: {counts or 'no tests'}"]
-        by_function: dict[str, list[str]] = {}
-        for nodeid, message in sorted(self.failures.items()):
-            function = nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
-            by_function.setdefault(function, []).append(failed_comparison(message))
-        for function, comparisons in by_function.items():
-            lines.append(f"  {function}: {len(comparisons)} failed: {'; '.join(sorted(set(comparisons)))}")
+        lines += grouped_lines({nodeid: failure_entry(message) for nodeid, message in self.failures.items()})
         if self.exit_status not in (0, 1):
             lines += ["  " + line for line in self.output.splitlines()[-8:]]
         return "\n".join(lines)
-
-
-# A check's failure reads "<case id> <comparison>: <count> <kind> ..." (`conformance.checks.assert_bits`) or
-# "<case id>: norm-wise error ... > bound ..." (`conformance.checks.error_within_bound`).
-_BITS_FAILURE = re.compile(r"^\S+ (?P<comparison>[\w-]+): \d+ (?P<kind>[A-Za-z -]+?)(?: \(|;| of )")
-
-
-def failed_comparison(message: str) -> str:
-    """The comparison a check's failure message names and what differed, e.g. ``fused-vs-oracle: bit mismatches``;
-    the message's start when it is not a check's."""
-    text = message.removeprefix("AssertionError: ")
-    found = _BITS_FAILURE.match(text)
-    if found:
-        return f"{found['comparison']}: {found['kind']}"
-    if ": norm-wise error " in text and " > bound " in text:
-        return "norm-wise error over the bound"
-    return text[:100]
 
 
 def judge(

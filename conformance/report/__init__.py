@@ -13,6 +13,7 @@ One module per concern:
 - `recording`: the `ulp_drift` fixture's recorder and the checks of what a test records.
 - `summary`: cases added up per dtype x backend x comparison; histogram bins.
 - `baseline`: the gate against an accepted report.
+- `failed_tests`: the tests a run failed, what failed each, and their grouped summary.
 - `verdict`: the one-line verdict and its status.
 - `tables`: cells and tables both renderings share.
 - `render_text`, `render_markdown`: the terminal summary and the Markdown report.
@@ -22,8 +23,26 @@ One module per concern:
 The names below are the package's interface; import them from here.
 """
 
-from conformance.report.added_metadata import FROM_TESTS, IMPLEMENTATION, checked_value, merge_added, merge_values
+from conformance.report.added_metadata import (
+    FROM_TESTS,
+    IMPLEMENTATION,
+    INTERPRETER_ARTEFACTS,
+    checked_value,
+    merge_added,
+    merge_values,
+)
 from conformance.report.baseline import BaselineComparison, CaseDelta, Change, compare_cases, compare_to_baseline
+from conformance.report.failed_tests import (
+    FAILED_TESTS,
+    TESTS_FAILED,
+    entry_of_report,
+    failed_tests,
+    failure_entry,
+    grouped_lines,
+    merge_failed,
+    tests_failed,
+    what_failed,
+)
 from conformance.report.merge import merge_edges, merge_reports
 from conformance.report.model import (
     COMPLETENESS,
@@ -78,10 +97,12 @@ __all__ = [
     "COMPLETE",
     "COMPLETENESS",
     "DIFFERENCE_KINDS",
+    "FAILED_TESTS",
     "FROM_TESTS",
     "INCOMPLETE",
     "INCONSISTENT",
     "IMPLEMENTATION",
+    "INTERPRETER_ARTEFACTS",
     "JSON_NAME",
     "MARKDOWN_NAME",
     "MISMATCH",
@@ -96,6 +117,7 @@ __all__ = [
     "SELECTION",
     "SHARD",
     "SIGNED_ZERO",
+    "TESTS_FAILED",
     "BaselineComparison",
     "CaseDelta",
     "CaseRecord",
@@ -119,12 +141,17 @@ __all__ = [
     "device_label",
     "digest",
     "encode_non_finite",
+    "entry_of_report",
+    "failed_tests",
+    "failure_entry",
     "format_fraction",
     "format_number",
+    "grouped_lines",
     "incompleteness",
     "markdown_table",
     "merge_added",
     "merge_edges",
+    "merge_failed",
     "merge_reports",
     "merge_values",
     "oracle_histogram_edges",
@@ -136,9 +163,11 @@ __all__ = [
     "shard_record",
     "split_summary",
     "summarize_groups",
+    "tests_failed",
     "text_table",
     "verdict",
     "verdict_status",
+    "what_failed",
     "write_histogram_png",
     "write_report",
 ]

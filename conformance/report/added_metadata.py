@@ -23,6 +23,9 @@ FROM_TESTS = "from_tests"
 # The key under which the suite records the implementation it judged (``conformance/conftest.py``); reports of
 # different implementations do not merge (`conformance.report.merge`).
 IMPLEMENTATION = "implementation under test"
+# The key under which the suite records, per dtype, what Triton's interpreter casts wrongly, when the implementation
+# judged runs Triton kernels under it (``conformance/conftest.py``): the verdict counts the failures it may explain.
+INTERPRETER_ARTEFACTS = "interpreter artefacts"
 
 
 def checked_value(value: Any) -> Any:

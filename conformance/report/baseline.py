@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,7 @@ class BaselineComparison:
     strict: bool
     ulp_tolerance: float
     fraction_tolerance: float
+    outside_selection: int = 0
 
     @property
     def failed(self) -> bool:
@@ -121,11 +122,16 @@ def compare_to_baseline(
     strict: bool = False,
     ulp_tolerance: float = 0.0,
     fraction_tolerance: float = 0.0,
+    selected: Collection[str] | None = None,
 ) -> BaselineComparison:
     """Gates `report` on an accepted `baseline` case by case (see `compare_cases` for what counts as worse).
 
     A report merged from several kinds of device keys each case by its device too; a baseline of one kind of device
     then gates the cases of every device in the report (a merged, multi-device baseline gates each device's own).
+
+    A run of part of the suite (``-k``, ``-m``, a shard) is gated on the baseline cases of the tests it selected: a
+    baseline case of a test it did not select is not missing, only counted (`BaselineComparison.outside_selection`);
+    one of a selected test that recorded no such case is.
 
     Args:
         report: this run.
@@ -134,8 +140,15 @@ def compare_to_baseline(
         strict: whether cases missing from this run make the comparison fail.
         ulp_tolerance: absolute slack, in ulps, on max ulp errors and bit distances.
         fraction_tolerance: absolute slack on correctly-rounded fractions.
+        selected: the node ids (as records name them) of the tests the run selected; None gates on every baseline case
+            (a merged report, which stands for whole runs).
     """
     expected = _expected_cases(baseline, sorted({r.device_name for r in report.cases.values()}) or [""])
+    outside = 0
+    if selected is not None:
+        chosen = set(selected)
+        outside = sum(record.nodeid not in chosen for record in expected.values())
+        expected = {key: record for key, record in expected.items() if record.nodeid in chosen}
     regressions = []
     for key in sorted(report.cases.keys() & expected.keys()):
         changes = compare_cases(
@@ -152,6 +165,7 @@ def compare_to_baseline(
         strict=strict,
         ulp_tolerance=ulp_tolerance,
         fraction_tolerance=fraction_tolerance,
+        outside_selection=outside,
     )
 
 

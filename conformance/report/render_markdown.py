@@ -8,6 +8,7 @@ from typing import Any
 
 from conformance.report.added_metadata import FROM_TESTS
 from conformance.report.baseline import BaselineComparison, CaseDelta
+from conformance.report.failed_tests import failed_tests, grouped_lines
 from conformance.report.model import COMPLETENESS, PNG_NAME, Report, encode_non_finite
 from conformance.report.plot import PNG_NO_DATA, PNG_NO_MATPLOTLIB, PNG_NOT_REQUESTED, PNG_WRITTEN
 from conformance.report.summary import GroupSummary, bin_labels, shown_bins, summarize_groups
@@ -31,8 +32,8 @@ _RUN_COLUMNS = ("source", "hostname", "gpu", "torch", "triton", "git_commit", "k
 
 
 def render_markdown(report: Report, comparison: BaselineComparison | None = None, png: str = PNG_NOT_REQUESTED) -> str:
-    """Returns the Markdown report: verdict, the metadata the tests added, group table, baseline deltas, differing
-    cases, histograms, run metadata.
+    """Returns the Markdown report: verdict, the metadata the tests added, the failed tests, group table, baseline
+    deltas, differing cases, histograms, run metadata.
 
     Args:
         report: the run.
@@ -43,6 +44,7 @@ def render_markdown(report: Report, comparison: BaselineComparison | None = None
     lines = ["## ulp drift", "", f"**{verdict(report, comparison)}**", ""]
     lines += _shard_lines(report.metadata)
     lines += _added_metadata_lines(report.metadata.get(FROM_TESTS) or {})
+    lines += _failed_section(failed_tests(report))
     lines += _groups_section(groups)
     lines += _completeness_section(report.metadata.get(COMPLETENESS))
     if comparison is not None:
@@ -102,6 +104,19 @@ def _metadata_text(value: Any) -> str:
     if isinstance(value, Mapping):
         return json.dumps(encode_non_finite(value), sort_keys=True)
     return str(value)
+
+
+def _failed_section(failed: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The failed tests, grouped by test function and what failed them, then each one's line (the first 50)."""
+    if not failed:
+        return []
+    lines = [f"### Failed tests ({len(failed)})", "", *(f"- {line}" for line in grouped_lines(failed, indent=""))]
+    listed = list(failed.items())[:MARKDOWN_MAX_LISTED]
+    rows = [[f"`{nodeid}`", str(entry.get("message", "-"))] for nodeid, entry in listed]
+    lines += ["", *markdown_table(("test", "failure"), rows)]
+    if len(failed) > MARKDOWN_MAX_LISTED:
+        lines += ["", f"... and {len(failed) - MARKDOWN_MAX_LISTED} more (every one in `ulp-drift.json`, metadata)."]
+    return [*lines, ""]
 
 
 def _groups_section(groups: Sequence[GroupSummary]) -> list[str]:

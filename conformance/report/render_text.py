@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from conformance.report.baseline import BaselineComparison
+from conformance.report.failed_tests import failed_tests, grouped_lines
 from conformance.report.model import COMPLETENESS, Report
 from conformance.report.summary import GroupSummary, summarize_groups
 from conformance.report.tables import NUMERIC_COLUMNS, format_number, group_row, text_table, with_device_column
@@ -19,11 +20,15 @@ TERMINAL_HEADERS = (
 def render_terminal(
     report: Report, comparison: BaselineComparison | None = None, *, width: int = 120, max_listed: int = 20
 ) -> list[str]:
-    """Returns the terminal summary lines: the group table, its legend, the baseline deltas and the verdict."""
+    """Returns the terminal summary lines: the group table, its legend, the baseline deltas, the failed tests grouped
+    by test function and what failed them, and the verdict."""
     lines = _group_lines(summarize_groups(report.cases.values()), width)
     lines += _completeness_lines(report.metadata.get(COMPLETENESS), width)
     if comparison is not None:
         lines += _baseline_lines(comparison, max_listed)
+    failed = failed_tests(report)
+    if failed:
+        lines += [f"failed tests ({len(failed)}), by test function and what failed them:", *grouped_lines(failed)]
     lines.append(verdict(report, comparison))
     return lines
 
@@ -84,4 +89,7 @@ def _baseline_lines(comparison: BaselineComparison, max_listed: int) -> list[str
             lines.append(f"... and {count - max_listed} more {status} cases (not listed here)")
     if comparison.missing and not comparison.strict:
         lines.append("missing cases are not a failure; --ulp-baseline-strict makes them one")
+    if comparison.outside_selection:
+        outside = comparison.outside_selection
+        lines.append(f"{outside} baseline cases belong to tests this run did not select: not gated")
     return lines

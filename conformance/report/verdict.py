@@ -1,8 +1,16 @@
-"""The one-line verdict of a run: its status (PASS, WARN, FAIL, INCOMPLETE, NO DATA) and what it is made of."""
+"""The one-line verdict of a run: its status (PASS, WARN, FAIL, INCOMPLETE, NO DATA) and what it is made of.
+
+The verdict agrees with pytest's outcome: a run in which a test failed is a FAIL, whether or not that test recorded a
+case (a rejected input, a crash record nothing).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from conformance.report.added_metadata import FROM_TESTS, INTERPRETER_ARTEFACTS
 from conformance.report.baseline import BaselineComparison
+from conformance.report.failed_tests import tests_failed
 from conformance.report.model import COMPLETENESS, Report
 
 
@@ -17,12 +25,15 @@ def incompleteness(report: Report) -> list[str]:
 
 def verdict_status(report: Report, comparison: BaselineComparison | None = None) -> str:
     """Returns FAIL when the baseline gate fails, INCOMPLETE for an interrupted run or a merge of shards that do not
-    make up whole runs, NO DATA when nothing was recorded, WARN on differences no comparison allows or on tests that
-    did not pass, PASS otherwise."""
+    make up whole runs (the text says how many tests failed), FAIL when a test failed, NO DATA when nothing was
+    recorded, WARN on differences no comparison allows or on tests that recorded a case and did not pass (skipped,
+    xfailed, xpassed), PASS otherwise."""
     if comparison is not None and comparison.failed:
         return "FAIL"
     if report.metadata.get("interrupted") or incompleteness(report):
         return "INCOMPLETE"
+    if tests_failed(report):
+        return "FAIL"
     if not report.cases:
         return "NO DATA"
     if any(r.unexpected_differences() or r.outcome != "passed" for r in report.cases.values()):
@@ -50,6 +61,10 @@ def verdict(report: Report, comparison: BaselineComparison | None = None) -> str
     not_passed = sum(r.outcome != "passed" for r in cases)
     if not_passed:
         text += f", {not_passed} from tests not passed"
+    failed = tests_failed(report)
+    if failed:
+        text += f"; {failed} tests failed"
+    text += _artefacts(report)
     if report.metadata.get("interrupted"):
         text += f"; run interrupted, {report.metadata.get('tests_not_run', 'some')} tests not run"
     problems = incompleteness(report)
@@ -60,8 +75,27 @@ def verdict(report: Report, comparison: BaselineComparison | None = None) -> str
         baseline = "no baseline"
     else:
         strict = " (strict: a failure)" if comparison.strict and comparison.missing else ""
+        outside = f", {comparison.outside_selection} outside the selection" if comparison.outside_selection else ""
         baseline = (
             f"baseline {comparison.baseline_path}: {len(comparison.regressions)} regressed, {len(comparison.new)} new,"
-            f" {len(comparison.missing)} missing{strict}"
+            f" {len(comparison.missing)} missing{strict}{outside}"
         )
     return f"ulp-drift verdict: {verdict_status(report, comparison)} - {text}; {baseline}"
+
+
+def _artefacts(report: Report) -> str:
+    """How many failed tests are in a dtype whose casts Triton's interpreter gets wrong, for an implementation that
+    runs Triton kernels under it (``metadata["from_tests"]["interpreter artefacts"]``): they may be the interpreter's.
+    """
+    added = report.metadata.get(FROM_TESTS)
+    artefacts = added.get(INTERPRETER_ARTEFACTS) if isinstance(added, Mapping) else None
+    if not isinstance(artefacts, Mapping) or not artefacts:
+        return ""
+    dtypes = sorted(artefacts)
+    failed = {r.nodeid for r in report.cases.values() if r.outcome == "failed" and r.dtype in artefacts}
+    if not failed:
+        return ""
+    return (
+        f"; {len(failed)} failed tests in {', '.join(dtypes)} may be Triton's interpreter, not the implementation "
+        f"(its {', '.join(dtypes)} casts are wrong: see '{INTERPRETER_ARTEFACTS}'; judge {', '.join(dtypes)} on a GPU)"
+    )

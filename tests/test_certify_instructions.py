@@ -1,0 +1,58 @@
+"""README's "Certify your own kernel" keeps its smoke selection honest: the ``-k`` it gives for a first try selects a
+small slice of the suite (a minute of CPU) that still reaches every property any implementation answers to."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# The suites every implementation answers to, each of which the smoke selection must reach.
+EVERY_IMPLEMENTATION = (
+    "test_forward_bits.py::test_fused_equals_oracle",
+    "test_copied_channels.py::test_copied_channels_are_bit_copies",
+    "test_gradient_conjugate.py::test_gradient_is_conjugate_rotation",
+    "test_error_vs_truth.py::test_normwise_error_within_bound",
+    "test_bad_input.py::test_rejected_with_a_clear_error",
+    "test_generated_layouts.py::test_out_of_place_op_matches_eager_on_generated_layouts",
+)
+
+
+def smoke_selection() -> str:
+    """The ``-k`` expression of the smoke selection in README's "Certify your own kernel"."""
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Certify your own kernel", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    found = re.findall(r'-k "([^"]+)"', section)
+    assert len(found) == 1, f"the section should give one smoke selection, found {found}"
+    return found[0]
+
+
+def test_the_smoke_selection_is_small_and_reaches_every_property() -> None:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "DSV41_ROPE_IMPL"))}
+    collected = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--co",
+            "-q",
+            "conformance",
+            "-k",
+            smoke_selection(),
+        ],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    tests = [line for line in collected if "::" in line]
+    assert 30 <= len(tests) <= 100, f"{len(tests)} tests"
+    for suite in EVERY_IMPLEMENTATION:
+        assert any(suite in test for test in tests), f"the smoke selection reaches no {suite}"
+    assert {"bf16", "fp16", "fp32"} <= {dtype for test in tests for dtype in re.findall(r"\b(bf16|fp16|fp32)-", test)}

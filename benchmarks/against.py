@@ -21,10 +21,9 @@ Exit status: 0 when no row is slower than the revision by more than the margin, 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import importlib.util
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -36,14 +35,24 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import MIB, NO_CUDA_EXIT_CODE, Clock, GraphTimer, ResultFile, environment, short_error
-from benchmarks.shapes import CASES, PAIRS, Case, make_angles, make_values
+from benchmarks.common import (
+    COLD_FROM_BYTES,
+    MIB,
+    NO_CUDA_EXIT_CODE,
+    Clock,
+    GraphTimer,
+    ResultFile,
+    environment,
+    import_source,
+    short_error,
+)
+from benchmarks.shapes import CASES, DTYPES, PAIRS, Case, make_angles, make_values
+from conformance import provenance
 
 SLOWER_EXIT_CODE = 1
 SKETCH_PATHS = (os.environ.get("DSV41_SKETCH", ""), ".peers/one_launch_sketch.py")
 # The sketch's file ends in a benchmark loop of its own; its kernel and launcher are the lines before it.
 SKETCH_END_MARKER = "\nres = {}"
-COLD_FROM_BYTES = 32 * MIB
 
 
 def load_revision(revision: str, directory: Path) -> tuple[ModuleType, str]:
@@ -57,23 +66,8 @@ def load_revision(revision: str, directory: Path) -> tuple[ModuleType, str]:
     )
     if result.returncode:
         raise RuntimeError(f"git show {revision}:impl/rope_triton.py failed: {result.stderr.strip()}")
-    name = "rope_at_" + "".join(ch if ch.isalnum() else "_" for ch in revision)
-    return _import_file(result.stdout, directory, name), _sha(result.stdout.encode())
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:16]
-
-
-def _import_file(source: str, directory: Path, name: str) -> ModuleType:
-    """Import ``source`` from a file (Triton reads a kernel's source through ``inspect``)."""
-    path = directory / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the file executes
-    spec.loader.exec_module(module)
-    return module
+    module = import_source(result.stdout, directory, "rope_at_" + re.sub(r"\W", "_", revision))
+    return module, provenance.kernel_sha256(module.__file__)
 
 
 def load_sketch(directory: Path) -> tuple[Callable[..., torch.Tensor] | None, str]:
@@ -82,46 +76,11 @@ def load_sketch(directory: Path) -> tuple[Callable[..., torch.Tensor] | None, st
         if candidate and Path(candidate).is_file():
             text = Path(candidate).read_text()
             try:
-                module = _import_file(text.split(SKETCH_END_MARKER)[0], directory, "one_launch_sketch")
+                module = import_source(text.split(SKETCH_END_MARKER)[0], directory, "one_launch_sketch")
             except Exception as error:  # a sketch that fails to import leaves its column empty
                 return None, f"{candidate}: {short_error(error)}"
             return module.launch, candidate
     return None, "the sketch was not found (DSV41_SKETCH, .peers/one_launch_sketch.py)"
-
-
-def _copy_kernel_launcher() -> Callable[[torch.Tensor], torch.Tensor]:
-    """A plain Triton copy of a contiguous tensor (graph replay turns a large ``clone`` into a slow memcpy node)."""
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def copy_kernel(source_ptr, target_ptr, count, BLOCK: tl.constexpr):
-        offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < count
-        tl.store(target_ptr + offsets, tl.load(source_ptr + offsets, mask=mask), mask=mask)
-
-    def copy(values: torch.Tensor) -> torch.Tensor:
-        output = torch.empty_like(values)
-        copy_kernel[(triton.cdiv(values.numel(), 4096),)](values, output, values.numel(), BLOCK=4096, num_warps=4)
-        return output
-
-    return copy
-
-
-def gpu_ms(timer: GraphTimer, fn: Callable[[], object], cold: bool) -> float:
-    """One GPU time of ``fn`` by graph replay, with a cold or a warm L2."""
-    return timer.cold_ms(fn) if cold else timer.warm_ms(fn)
-
-
-def copy_ms(timer: GraphTimer, values: torch.Tensor, cold: bool, triton_copy: Callable | None) -> float:
-    """The copy of ``values``' bytes: ``clone()`` (graph or stream, the faster), and from 32 MiB also the Triton
-    copy kernel for contiguous tensors, the faster of them."""
-    clone = timer.time_copy(values.clone)
-    best = clone.cold_ms if cold else clone.warm_ms
-    if triton_copy is not None and cold and values.is_contiguous():
-        triton_copy(values)
-        best = min(best, gpu_ms(timer, lambda: triton_copy(values), cold))
-    return best
 
 
 def operations(
@@ -153,8 +112,8 @@ def compare_row(
     """Median GPU times (ms) of ours and theirs over ``rounds`` alternating rounds."""
     ours_ms, theirs_ms = [], []
     for _ in range(rounds):
-        ours_ms.append(gpu_ms(timer, ours, cold))
-        theirs_ms.append(gpu_ms(timer, theirs, cold))
+        ours_ms.append(timer.gpu_ms(ours, cold))
+        theirs_ms.append(timer.gpu_ms(theirs, cold))
     return statistics.median(ours_ms), statistics.median(theirs_ms)
 
 
@@ -204,7 +163,7 @@ def measure_case(
     grad = torch.randn(case.shape, dtype=dtype, device="cuda")
     tensor_bytes = values.numel() * values.element_size()
     cold = tensor_bytes >= COLD_FROM_BYTES
-    copy = copy_ms(timer, values, cold, extras["triton_copy"])
+    copy = timer.copy_floor_ms(values, cold)
     ours_calls = operations(ours, case, values, angles, grad, timer.stream)
     theirs_calls = operations(theirs, case, values, angles, grad, timer.stream)
     rows = []
@@ -223,7 +182,7 @@ def measure_case(
         try:
             ours_call()
             if theirs_call is None:
-                row["ours_ms"] = statistics.median(gpu_ms(timer, ours_call, cold) for _ in range(args.rounds))
+                row["ours_ms"] = statistics.median(timer.gpu_ms(ours_call, cold) for _ in range(args.rounds))
                 row["note"] = f"{args.against} has no {op} call"
             else:
                 theirs_call()
@@ -238,7 +197,7 @@ def measure_case(
         for name, call in peers(op, case, values, angles, extras["sketch"], extras["flash"]).items():
             try:
                 call()
-                row[f"{name}_ms"] = statistics.median(gpu_ms(timer, call, cold) for _ in range(args.rounds))
+                row[f"{name}_ms"] = statistics.median(timer.gpu_ms(call, cold) for _ in range(args.rounds))
             except Exception as error:
                 row[f"{name}_error"] = short_error(error)
         torch.cuda.empty_cache()
@@ -290,13 +249,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.in_place import load_flash_attention_rotary
     from impl import rope_triton as ours
 
-    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
     clock, timer = Clock(args.time_budget), GraphTimer()
     with tempfile.TemporaryDirectory() as scratch:
         theirs, theirs_sha = load_revision(args.against, Path(scratch))
         sketch, sketch_note = load_sketch(Path(scratch))
         flash, flash_note = load_flash_attention_rotary()
-        extras = {"sketch": sketch, "flash": flash, "triton_copy": _copy_kernel_launcher()}
+        extras = {"sketch": sketch, "flash": flash}
         document = {
             "schema": "rope-benchmark-against/1",
             "status": "running",
@@ -317,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if clock.expired():
                     status = f"stopped: time budget spent before {name} {dtype_name}"
                     break
-                for row in measure_case(CASES[name], dtypes[dtype_name], ours, theirs, timer, args, extras):
+                for row in measure_case(CASES[name], DTYPES[dtype_name], ours, theirs, timer, args, extras):
                     results.add_row(row)
                     print(format_row(row), flush=True)
         results.finish(status)

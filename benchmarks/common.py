@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
+import importlib.util
 import json
 import math
 import os
@@ -12,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -21,6 +24,8 @@ from conformance import provenance
 
 MIB = 2**20
 NO_CUDA_EXIT_CODE = 2
+# From this size a tensor does not stay in the H200's 60 MB L2 between calls: it is timed, and its targets set, cold.
+COLD_FROM_BYTES = 32 * MIB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,6 +152,21 @@ class GraphTimer:
         flushed_ms = self._replay_ms(self._capture(flushed, calls), calls)
         return flushed_ms - self._replay_ms(self._capture(self.flush, calls), calls)
 
+    def gpu_ms(self, fn: Callable[[], object], cold: bool) -> float:
+        """GPU time per call of ``fn`` with a cold or a warm L2 (:meth:`cold_ms`, :meth:`warm_ms`)."""
+        return self.cold_ms(fn) if cold else self.warm_ms(fn)
+
+    def copy_floor_ms(self, values: torch.Tensor, cold: bool) -> float:
+        """The copy of ``values``' bytes, the floor of every ratio: :meth:`time_copy` of ``clone()``, and for a
+        contiguous tensor timed cold also :func:`triton_copy`, the faster of them (graph replay turns a large
+        ``clone`` into a slow memcpy node)."""
+        clone = self.time_copy(values.clone)
+        best = clone.cold_ms if cold else clone.warm_ms
+        if cold and values.is_contiguous():
+            triton_copy(values)
+            best = min(best, self.gpu_ms(lambda: triton_copy(values), cold))
+        return best
+
     def _stream_cold_ms(self, fn: Callable[[], object]) -> float:
         """Median time of ``fn`` launched in a stream right after a flush: CUDA events around each call; the flush
         keeps the GPU busy while the host launches the call, so no host time enters."""
@@ -167,6 +187,40 @@ class GraphTimer:
         graphed = self.time(fn)
         stream_cold_ms = self._stream_cold_ms(fn)
         return Timing(min(graphed.warm_ms, stream_cold_ms), min(graphed.cold_ms, stream_cold_ms), graphed.host_ms)
+
+
+@functools.cache
+def _copy_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def copy_kernel(source_ptr, target_ptr, count, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < count
+        tl.store(target_ptr + offsets, tl.load(source_ptr + offsets, mask=mask), mask=mask)
+
+    return copy_kernel
+
+
+def triton_copy(values: torch.Tensor) -> torch.Tensor:
+    """A plain Triton copy of a contiguous tensor, 4096 elements a program on 4 warps."""
+    output = torch.empty_like(values)
+    _copy_kernel()[(-(-values.numel() // 4096),)](values, output, values.numel(), BLOCK=4096, num_warps=4)
+    return output
+
+
+def import_source(source: str, directory: Path, name: str) -> ModuleType:
+    """Import ``source`` as module ``name`` from a file written into ``directory`` (Triton reads a kernel's source
+    through ``inspect``, so a kernel cannot come from a string alone). The module stays in ``sys.modules``: its
+    dataclasses look it up."""
+    path = directory / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def cuda_available(program: str) -> bool:

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from benchmarks.common import (
+    COLD_FROM_BYTES,
     MIB,
     NO_CUDA_EXIT_CODE,
     Clock,
@@ -41,11 +42,10 @@ from benchmarks.common import (
     environment,
     short_error,
 )
-from benchmarks.shapes import CASES, PAIRS, QUICK_CASES, Case, make_angles, make_values
+from benchmarks.shapes import CASES, DTYPES, PAIRS, QUICK_CASES, Case, make_angles, make_values
 
 OPS = ("forward", "backward", "forward+backward")
 SHORT_DTYPE = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # Inputs, output gradient, outputs and eager's intermediates all live at once in an eager forward+backward.
 TENSORS_IN_FLIGHT = 8
 SPARE_BYTES = 512 * MIB
@@ -111,7 +111,7 @@ def evaluate_targets(case: Case, dtype: torch.dtype, op: str, row: dict[str, Any
     if case.name in ("window_kv", "compressed_kv", "index_keys") and dtype == torch.bfloat16:
         copy_bound = 1.5
     # Against a cold-L2 copy from 32 MiB (such tensors do not stay in the L2 between calls), a warm one below.
-    mode = "cold" if row["tensor_bytes"] >= 32 * MIB else "warm"
+    mode = "cold" if row["tensor_bytes"] >= COLD_FROM_BYTES else "warm"
     if op in ("forward", "backward") and copy_bound is not None:
         checks.append(_target(f"fused/copy {mode}", "<=", copy_bound, row["ratio_to_copy"][mode]))
     for mode in ("warm", "cold"):

@@ -7,6 +7,8 @@ import dataclasses
 import torch
 
 PAIRS = 32
+# The dtypes the benchmarks take on their command lines (--dtypes bf16,fp32).
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,9 +28,17 @@ from typing import Any
 
 import torch
 
-from benchmarks.against import COLD_FROM_BYTES, _copy_kernel_launcher, _import_file, copy_ms, gpu_ms
-from benchmarks.common import NO_CUDA_EXIT_CODE, Clock, GraphTimer, ResultFile, environment
-from benchmarks.shapes import CASES, make_angles, make_values
+from benchmarks.common import (
+    COLD_FROM_BYTES,
+    NO_CUDA_EXIT_CODE,
+    Clock,
+    GraphTimer,
+    ResultFile,
+    environment,
+    import_source,
+    triton_copy,
+)
+from benchmarks.shapes import CASES, DTYPES, make_angles, make_values
 
 SOURCE = Path(__file__).resolve().parents[1] / "impl" / "rope_triton.py"
 # stage left out: (text of the full kernel, text of the variant)
@@ -57,7 +65,7 @@ def variant(edit: tuple[str, str], directory: Path, name: str):
     source = SOURCE.read_text()
     if source.count(original) != 1:
         raise RuntimeError(f"stage edit {name!r} no longer applies to {SOURCE.name}: update STAGE_EDITS")
-    return _import_file(source.replace(original, edited), directory, "stage_" + re.sub(r"\W", "_", name))
+    return import_source(source.replace(original, edited), directory, "stage_" + re.sub(r"\W", "_", name))
 
 
 def compiled_profile(rope, values: torch.Tensor) -> dict[str, Any]:
@@ -90,7 +98,7 @@ def compiled_profile(rope, values: torch.Tensor) -> dict[str, Any]:
 
 
 def measure(
-    case_name: str, dtype: torch.dtype, full, variants: dict[str, Any], timer: GraphTimer, rounds: int, triton_copy
+    case_name: str, dtype: torch.dtype, full, variants: dict[str, Any], timer: GraphTimer, rounds: int
 ) -> dict[str, Any]:
     """One row: copy, full kernel and each variant, forward and in place."""
     case = CASES[case_name]
@@ -103,7 +111,7 @@ def measure(
         "l2": "cold" if cold else "warm",
         "tensor_bytes": values.numel() * values.element_size(),
     }
-    row["copy_ms"] = copy_ms(timer, values, cold, triton_copy)
+    row["copy_ms"] = timer.copy_floor_ms(values, cold)
     scratch = values.clone()
     modules = {"full": full, **variants}
     for op in ("forward", "in place"):
@@ -115,7 +123,7 @@ def measure(
             with torch.no_grad():
                 call()
                 call()  # the second call launches the compiled kernel directly: its profile is readable
-                row[f"{op} {name} ms"] = statistics.median(gpu_ms(timer, call, cold) for _ in range(rounds))
+                row[f"{op} {name} ms"] = statistics.median(timer.gpu_ms(call, cold) for _ in range(rounds))
             if name == "full" and op == "forward":
                 row["profile"] = compiled_profile(full, values)
     return row
@@ -141,7 +149,6 @@ def launch_once() -> None:
     """Each shape's forward and in place once and a Triton copy of it, BF16 and FP32 (for ncu)."""
     from impl import rope_triton as rope
 
-    copy = _copy_kernel_launcher()
     for dtype in (torch.bfloat16, torch.float32):
         for name in STAGE_CASES:
             case = CASES[name]
@@ -149,7 +156,7 @@ def launch_once() -> None:
             with torch.no_grad():
                 rope.apply_rope_triton(values, angles, inverse=case.inverse)
                 rope.apply_rope_triton_(values, angles, inverse=case.inverse)
-                copy(values.contiguous())
+                triton_copy(values.contiguous())
             torch.cuda.synchronize()
             print(f"launched {name} {dtype}", flush=True)
 
@@ -192,7 +199,7 @@ def where_the_time_goes(stages_path: Path, ncu_path: Path) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for index, row in enumerate(document["rows"]):
-        copy, numel = row["copy_ms"], row["tensor_bytes"] // (2 if row["dtype"] == "bfloat16" else 4)
+        copy, numel = row["copy_ms"], row["tensor_bytes"] // getattr(torch, row["dtype"]).itemsize
         forward, in_place, copy_launch = launches[3 * index : 3 * index + 3]
         for op, launch in (("forward", forward), ("in place", in_place)):
             full = row[f"{op} full ms"]
@@ -230,7 +237,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from impl import rope_triton as full
 
-    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
     clock, timer = Clock(args.time_budget), GraphTimer()
     with tempfile.TemporaryDirectory() as scratch:
         variants = {name: variant(edit, Path(scratch), name) for name, edit in STAGE_EDITS.items()}
@@ -243,13 +249,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         results = ResultFile(args.out, "stages", document)
         status = "complete"
-        triton_copy = _copy_kernel_launcher()
         for dtype_name in args.dtypes.split(","):
             for name in STAGE_CASES:
                 if clock.expired():
                     status = "stopped: time budget spent"
                     break
-                row = measure(name, dtypes[dtype_name], full, variants, timer, args.rounds, triton_copy)
+                row = measure(name, DTYPES[dtype_name], full, variants, timer, args.rounds)
                 results.add_row(row)
                 print(format_row(row, list(variants)), flush=True)
         results.finish(status)

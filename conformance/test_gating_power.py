@@ -191,18 +191,20 @@ def _version_counter_is_bumped(case, device, module):
     assert values._version > before, f"{case.id}: the in-place op did not bump the version counter"
 
 
+def _oracle_of(case, device, module, values, angles):
+    """The oracle's output for ``values`` in the device's contraction, fed the module's own cos/sin."""
+    frequencies = checks.kernel_frequencies_of(angles, module).cpu()
+    contraction = checks.contraction_of(device)
+    return oracle_eager.apply_rope(values.cpu(), frequencies, inverse=case.inverse, contraction=contraction)
+
+
 def _rows_sharing_a_position(case, device, module):
     """The forward in programs of 2 rows, heads of one position sharing its cos/sin (the interpreter's own launches
     take larger programs, which share nothing)."""
     values, angles = make_values(case, device), make_angles(case, device)
     config = module.LaunchConfig(block_rows=2, copy_channels=32, rotary_channels=32, num_warps=4)
     output = module._launch(values, angles, case.inverse, config=config)
-    expected = oracle_eager.apply_rope(
-        values.cpu(),
-        checks.kernel_frequencies_of(angles, module).cpu(),
-        inverse=case.inverse,
-        contraction=checks.contraction_of(device),
-    )
+    expected = _oracle_of(case, device, module, values, angles)
     checks.assert_bits(None, "rows-sharing-a-position", case, device, output.cpu(), expected, values=values.cpu())
 
 
@@ -215,12 +217,7 @@ def _every_chunk_path(case, device, module):
     """The forward and the in-place rotation in small chunks, against the oracle."""
     values, angles = make_values(case, device), make_angles(case, device)
     config = module.LaunchConfig(**SMALL_CHUNKS)
-    expected = oracle_eager.apply_rope(
-        values.cpu(),
-        checks.kernel_frequencies_of(angles, module).cpu(),
-        inverse=case.inverse,
-        contraction=checks.contraction_of(device),
-    )
+    expected = _oracle_of(case, device, module, values, angles)
     output = module._launch(values, angles, case.inverse, config=config)
     checks.assert_bits(None, "small-chunks", case, device, output.cpu(), expected, values=values.cpu())
     rotated = module._launch(values.clone(), angles, case.inverse, in_place=True, config=config)

@@ -7,7 +7,9 @@ From the repository root, on a CUDA machine::
 
 For every channel count, pair count and dtype it times the forward launch on a ~256 MiB tensor under each
 ``LaunchConfig(block_rows, copy_channels, rotary_channels, num_warps)`` of a modest grid, passed to the launcher
-(``impl.rope_triton._launch(..., config=...)``), by CUDA-graph replay, and divides by the time of ``clone()``. It
+(``impl.rope_triton._launch(..., config=...)``), by CUDA-graph replay, and divides by the time of ``clone()``: warm
+for a tensor under ``COLD_FROM_BYTES`` (it stays in the L2 between calls, as the targets assume), cold from there
+and in place. It
 prints the best configuration per group and how far the current ``_launch_config`` choice is from it, and writes
 ``sweep_<date>_<gpu>.json`` after every group.
 """
@@ -25,6 +27,7 @@ from typing import Any
 import torch
 
 from benchmarks.common import (
+    COLD_FROM_BYTES,
     MIB,
     NO_CUDA_EXIT_CODE,
     Clock,
@@ -179,6 +182,10 @@ def sweep_group(
             return rope._launch(target, angles, False, in_place=True, config=config)
         return rope._launch(values, angles, False, config=config)
 
+    tensor_bytes = values.numel() * values.element_size()
+    # Ranked by the time the targets use: warm below COLD_FROM_BYTES (the tensor stays in the L2 between calls), cold
+    # from there and in place (whose targets are cold).
+    mode = "cold" if in_place or tensor_bytes >= COLD_FROM_BYTES else "warm"
     reference = launch(default)
     scratch = values.clone()  # rotated again by every timed in-place call: its time does not depend on the values
     results = []
@@ -194,7 +201,7 @@ def sweep_group(
                 raise ValueError("output differs from the current heuristic's output")
             timing = timer.time(lambda config=config: launch(config, scratch))
             entry["times_ms"] = timing.to_json()
-            entry["ratio_to_copy"] = timing.cold_ms / copy.cold_ms
+            entry["ratio_to_copy"] = getattr(timing, f"{mode}_ms") / getattr(copy, f"{mode}_ms")
         except Exception as error:  # an unlaunchable configuration (too many registers, say) is data, not a crash
             entry["error"] = short_error(error)
         results.append(entry)
@@ -211,7 +218,8 @@ def sweep_group(
         "dtype": str(values.dtype).removeprefix("torch."),
         "shape": list(values.shape),
         "rows": rows,
-        "tensor_bytes": values.numel() * values.element_size(),
+        "tensor_bytes": tensor_bytes,
+        "ranked_by": mode,
         "copy_ms": copy.to_json(),
         "default": _config_json(default),
         "default_ratio_to_copy": None if chosen is None else chosen["ratio_to_copy"],
@@ -239,16 +247,15 @@ def format_group(row: dict[str, Any]) -> str:
     return line + ("" if row["complete"] else "   [incomplete: time budget]")
 
 
-def plan(quick: bool, in_place: bool = False) -> Iterator[tuple[tuple[int, ...], torch.dtype, int]]:
+def plan(
+    quick: bool, in_place: bool = False, cases: Sequence[str] | None = None
+) -> Iterator[tuple[tuple[int, ...], torch.dtype, int]]:
     """The (shape, dtype, pairs) groups in the order they are swept; ``quick``: DeepSeek V4.1's own tensors;
-    ``in_place``: the tensors DeepSeek V4.1 may rotate in place."""
-    if in_place:
-        for name, dtype in IN_PLACE_GROUPS:
-            yield CASES[name].shape, dtype, PAIRS
-        return
-    if quick:
-        for name, dtype in QUICK_GROUPS:
-            yield CASES[name].shape, dtype, PAIRS
+    ``in_place``: the tensors DeepSeek V4.1 may rotate in place; ``cases``: only these of them."""
+    if in_place or quick:
+        for name, dtype in IN_PLACE_GROUPS if in_place else QUICK_GROUPS:
+            if cases is None or name in cases:
+                yield CASES[name].shape, dtype, PAIRS
         return
     for channels in CHANNELS:
         for dtype in DTYPES:
@@ -264,6 +271,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="DeepSeek V4.1's rows: 512 and 128 channels")
     parser.add_argument(
         "--in-place", action="store_true", help="DeepSeek V4.1's tensors rotated in place (the in-place launch)"
+    )
+    parser.add_argument(
+        "--cases",
+        type=lambda text: text.split(","),
+        metavar="NAME,...",
+        help=f"with --quick or --in-place, only these tensors (of {', '.join(CASES)})",
     )
     parser.add_argument(
         "--time-budget",
@@ -307,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = "complete"
     values = None
     try:
-        for shape, dtype, pairs in plan(args.quick, args.in_place):
+        for shape, dtype, pairs in plan(args.quick, args.in_place, args.cases):
             if clock.expired():
                 status = f"stopped: time budget of {args.time_budget:g} s spent"
                 break

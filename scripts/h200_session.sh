@@ -3,7 +3,7 @@
 # compute-sanitizer memcheck, benchmarks and the launch sweep, the suite as merged shards and its wall time against the
 # number of xdist workers, each under its own time limit.
 # Usage (repository root, on the GPU machine):
-#   bash scripts/h200_session.sh OUT_DIR [calibration|smoke|suite|sanitize|bench|against|stages|ncu|sweep|contraction|shards|workers|impls|wrong ...]
+#   bash scripts/h200_session.sh OUT_DIR [calibration|smoke|suite|profile|sanitize|bench|against|stages|ncu|sweep|contraction|shards|workers|impls|wrong ...]
 # The image has torch, triton, pytest, pytest-xdist, hypothesis and mpmath; wheels in .whl (scripts/fetch_gpu_wheels.sh)
 # are installed first when present. Everything lands flat in OUT_DIR (the device tool brings back at most 8 files).
 set -uo pipefail
@@ -39,6 +39,14 @@ PY
                cp "$scratch/report/ulp-drift.md" "$out/" 2>/dev/null
                grep -E "^(FAILED|ERROR)" "$out/suite.log" | cut -c1-300 | head -40 | tee -a "$out/summary.txt"
                grep -E "passed|failed|verdict" "$out/suite.log" | tail -3 | tee -a "$out/summary.txt" ;;
+        # Where the suite's time goes (scripts/suite_profile.py): the suite, or the part PROFILE_ARGS selects (e.g.
+        # "--splits 8 --group 1"), with per-test wall time, Triton compiles and oracle seconds, under PROFILE_SECONDS.
+        profile) DSV41_PROFILE_DIR="$scratch/profile" DSV41_REPORT="$scratch/profile-report" \
+                     timeout -s INT "${PROFILE_SECONDS:-120}" ./run conformance -q -p no:cacheprovider \
+                     -p scripts.suite_profile --durations=0 ${PROFILE_ARGS:-} > "$out/profile-suite.log" 2>&1 || status=1
+                 python3 -m scripts.suite_profile "$scratch/profile" --top 40 > "$out/profile.txt" 2>&1
+                 grep -E "passed|failed|verdict" "$out/profile-suite.log" | tail -3 | tee -a "$out/summary.txt"
+                 head -30 "$out/profile.txt" ;;
         sanitize) timeout "${SANITIZE_SECONDS:-150}" compute-sanitizer --tool memcheck --error-exitcode 1 \
                       python3 -m scripts.sanitize_probe > "$out/sanitize.log" 2>&1 || status=1
                   tail -3 "$out/sanitize.log" | tee -a "$out/summary.txt" ;;
@@ -46,7 +54,7 @@ PY
                    --time-budget "${BENCH_BUDGET:-$(( ${BENCH_SECONDS:-260} - 40 ))}" > "$out/bench.log" 2>&1 || status=1
                cp "$scratch"/bench/run_*.json "$out/" 2>/dev/null
                tail -45 "$out/bench.log" ;;
-        sweep) timeout "${SWEEP_SECONDS:-200}" python3 -m benchmarks.sweep --out "$scratch/sweep" --quick \
+        sweep) timeout "${SWEEP_SECONDS:-200}" python3 -m benchmarks.sweep --out "$scratch/sweep" --quick ${SWEEP_ARGS:-} \
                    --time-budget "$(( ${SWEEP_SECONDS:-200} - 30 ))" > "$out/sweep.log" 2>&1 || status=1
                cp "$scratch"/sweep/sweep_*.json "$out/" 2>/dev/null
                tail -12 "$out/sweep.log" ;;

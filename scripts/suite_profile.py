@@ -1,0 +1,189 @@
+"""Where the conformance suite's time goes: per test, its wall time, Triton compiles and the oracle's CPU work.
+
+A pytest plugin and its summary. On the GPU machine, from the repository root::
+
+    DSV41_PROFILE_DIR=/tmp/profile ./run conformance -p scripts.suite_profile
+    python -m scripts.suite_profile /tmp/profile            # the table, grouped by test function
+
+Each worker writes ``profile-<worker>.jsonl``, a line per test as it finishes (a run stopped early keeps what ran):
+the test's node id, its wall time (setup, call and teardown), the Triton JIT compiles it triggered and their seconds
+(from ``triton.knobs.runtime``'s cache hook, called before each compile, to its post-compile hook; a kernel another
+worker compiled first comes from the disk cache and is counted, quickly), and the seconds spent inside the oracle
+(``oracle.eager``'s and ``oracle.truth``'s public functions, outermost calls only) and ``oracle.ulp.compare_bits``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_ENV = "DSV41_PROFILE_DIR"
+
+
+class _Tally:
+    """Seconds and counts of the current test, by category."""
+
+    def __init__(self) -> None:
+        self.reset()
+        self._depth: collections.Counter[str] = collections.Counter()
+        self._compile_started: float | None = None
+
+    def reset(self) -> None:
+        self.seconds: collections.Counter[str] = collections.Counter()
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def timed(self, category: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        """``function``, adding its outermost calls' time to ``category``."""
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self._depth[category] += 1
+            begin = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self._depth[category] -= 1
+                if self._depth[category] == 0:
+                    self.seconds[category] += time.perf_counter() - begin
+                    self.counts[category] += 1
+
+        return wrapper
+
+    def compile_starts(self, **_: Any) -> bool:
+        self._compile_started = time.perf_counter()
+        return False  # go on compiling
+
+    def compile_ends(self, **_: Any) -> None:
+        if self._compile_started is not None:
+            self.seconds["triton_compile"] += time.perf_counter() - self._compile_started
+            self.counts["triton_compile"] += 1
+            self._compile_started = None
+
+
+_TALLY = _Tally()
+_TIMED = {
+    "oracle": ("oracle.eager", ("apply_rope", "apply_rope_backward", "complex_multiply", "eager_multiply")),
+    "truth": ("oracle.truth", ("apply_rope", "apply_rope_mpmath", "certify")),
+    "compare_bits": ("oracle.ulp", ("compare_bits",)),
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Wrap the timed functions (after the conftest chose the backend) and hook Triton's compiles."""
+    if not os.environ.get(_ENV):
+        return
+    import importlib
+
+    for category, (module_name, names) in _TIMED.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            setattr(module, name, _TALLY.timed(category, getattr(module, name)))
+    try:
+        from triton import knobs
+    except ImportError:
+        return
+    knobs.runtime.jit_cache_hook = _TALLY.compile_starts
+    knobs.runtime.jit_post_compile_hook = _TALLY.compile_ends
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    if not os.environ.get(_ENV):
+        yield
+        return
+    _TALLY.reset()
+    begin = time.perf_counter()
+    yield
+    record = {
+        "test": item.nodeid,
+        "seconds": round(time.perf_counter() - begin, 4),
+        **{f"{name}_seconds": round(value, 4) for name, value in _TALLY.seconds.items()},
+        **{f"{name}_calls": value for name, value in _TALLY.counts.items()},
+    }
+    directory = Path(os.environ[_ENV])
+    directory.mkdir(parents=True, exist_ok=True)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(directory / f"profile-{worker}.jsonl", "a") as file:
+        file.write(json.dumps(record) + "\n")
+
+
+def _function_of(node_id: str) -> str:
+    return node_id.split("[")[0]
+
+
+def summarize(directory: Path, top: int = 25) -> str:
+    """The profile as text: totals, per test function (slowest first), the slowest tests, and per worker."""
+    records, workers = [], {}
+    for path in sorted(directory.glob("profile-*.jsonl")):
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        workers[path.stem.removeprefix("profile-")] = sum(record["seconds"] for record in lines)
+        records += lines
+    if not records:
+        return f"no profile records in {directory}"
+    columns = (
+        "seconds",
+        "triton_compile_seconds",
+        "triton_compile_calls",
+        "oracle_seconds",
+        "truth_seconds",
+        "compare_bits_seconds",
+    )
+    groups: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for record in records:
+        group = groups[_function_of(record["test"])]
+        group["tests"] += 1
+        for column in columns:
+            group[column] += record.get(column, 0)
+    total = collections.Counter()
+    for group in groups.values():
+        total.update(group)
+    header = (
+        f"{'tests':>6} {'seconds':>9} {'compiles':>9} {'compile s':>9} {'oracle s':>9} {'truth s':>8} "
+        f"{'compare s':>9}  test function"
+    )
+
+    def row(group: collections.Counter[str], name: str) -> str:
+        return (
+            f"{group['tests']:6d} {group['seconds']:9.1f} {group['triton_compile_calls']:9d} "
+            f"{group['triton_compile_seconds']:9.1f} {group['oracle_seconds']:9.1f} {group['truth_seconds']:8.1f} "
+            f"{group['compare_bits_seconds']:9.1f}  {name}"
+        )
+
+    lines = [
+        f"{len(records)} tests on {len(workers)} workers; worker seconds (sum of test wall times):",
+        header,
+        row(total, "all"),
+    ]
+    lines += [row(group, name) for name, group in sorted(groups.items(), key=lambda item: -item[1]["seconds"])]
+    lines += ["", f"slowest {top} tests: seconds, compiles, compile s, oracle s"]
+    for record in sorted(records, key=lambda record: -record["seconds"])[:top]:
+        lines.append(
+            f"{record['seconds']:8.2f} {record.get('triton_compile_calls', 0):4d} "
+            f"{record.get('triton_compile_seconds', 0):7.2f} {record.get('oracle_seconds', 0):7.2f}  "
+            f"{record['test']}"
+        )
+    lines += ["", "per worker: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in sorted(workers.items()))]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("directory", type=Path, help="the run's DSV41_PROFILE_DIR")
+    parser.add_argument("--top", type=int, default=25, help="how many of the slowest tests to list")
+    args = parser.parse_args(argv)
+    print(summarize(args.directory, args.top))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,6 +7,7 @@ device), before any test module imports a kernel, and pins each xdist worker to 
 
 from __future__ import annotations
 
+import os
 import types
 
 import pytest
@@ -17,7 +18,7 @@ from conformance import backend
 
 backend.choose()
 
-from conformance import checks  # noqa: E402  (imports the kernel: the backend must be chosen first)
+from conformance import checks, compile_lock  # noqa: E402  (checks imports the kernel: backend chosen first)
 from conformance.comparisons import interpreter_caveat  # noqa: E402
 from conformance.implementation import PROJECT_MODULE, Implementation  # noqa: E402
 from conformance.plugin import add_run_metadata  # noqa: E402
@@ -26,10 +27,13 @@ from conformance.report import IMPLEMENTATION, INTERPRETER_ARTEFACTS  # noqa: E4
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Pin this worker to its GPU so that kernels launch where its tensors live."""
+    """Pin this worker to its GPU so that kernels launch where its tensors live, and let one worker compile each
+    Triton specialization while the others wait for it (``conformance.compile_lock``; DSV41_COMPILE_LOCK=0: not)."""
     current = backend.device()
     if current.type == "cuda":
         torch.cuda.set_device(current)
+        if os.environ.get("DSV41_COMPILE_LOCK", "1") != "0":
+            compile_lock.install()
 
 
 # Hypothesis profiles for conformance/test_generated_layouts.py, chosen with `--hypothesis-profile NAME`

@@ -7,8 +7,9 @@ A pytest plugin and its summary. On the GPU machine, from the repository root::
 
 Each worker writes ``profile-<worker>.jsonl``, a line per test as it finishes (a run stopped early keeps what ran):
 the test's node id, its wall time (setup, call and teardown), the Triton JIT compiles it triggered and their seconds
-(from ``triton.knobs.runtime``'s cache hook, called before each compile, to its post-compile hook; a kernel another
-worker compiled first comes from the disk cache and is counted, quickly), and the seconds spent inside the oracle
+(from ``triton.knobs.runtime``'s cache hook, called before each compile, to its post-compile hook, waits for the
+compile lock included), which of them were builds rather than loads from the disk cache (and the specializations
+built, hashed, to count those built twice), and the seconds spent inside the oracle
 (``oracle.eager``'s and ``oracle.truth``'s public functions, outermost calls only) and ``oracle.ulp.compare_bits``.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
+import hashlib
 import json
 import os
 import sys
@@ -28,6 +30,8 @@ from typing import Any
 import pytest
 
 _ENV = "DSV41_PROFILE_DIR"
+# A compile faster than this was a load from Triton's disk cache (about 2 ms on the H200; builds take 0.2-1.1 s).
+_DISK_CACHE_SECONDS = 0.05
 
 
 class _Tally:
@@ -41,6 +45,7 @@ class _Tally:
     def reset(self) -> None:
         self.seconds: collections.Counter[str] = collections.Counter()
         self.counts: collections.Counter[str] = collections.Counter()
+        self.builds: list[str] = []  # the specializations compiled, not loaded from the disk cache
 
     def timed(self, category: str, function: Callable[..., Any]) -> Callable[..., Any]:
         """``function``, adding its outermost calls' time to ``category``."""
@@ -59,15 +64,29 @@ class _Tally:
 
         return wrapper
 
-    def compile_starts(self, **_: Any) -> bool:
-        self._compile_started = time.perf_counter()
-        return False  # go on compiling
+    def hook_compiles(self, runtime: Any) -> None:
+        """Time each compile from Triton's pre- to its post-compile hook, around the hooks already installed (the
+        conftest's compile lock: its wait counts as compile time)."""
+        before, after = runtime.jit_cache_hook, runtime.jit_post_compile_hook
 
-    def compile_ends(self, **_: Any) -> None:
-        if self._compile_started is not None:
-            self.seconds["triton_compile"] += time.perf_counter() - self._compile_started
-            self.counts["triton_compile"] += 1
-            self._compile_started = None
+        def compile_starts(**kwargs: Any) -> bool:
+            self._compile_started = time.perf_counter()
+            return bool(before(**kwargs)) if before else False
+
+        def compile_ends(**kwargs: Any) -> None:
+            if after:
+                after(**kwargs)
+            if self._compile_started is not None:
+                seconds = time.perf_counter() - self._compile_started
+                self.seconds["triton_compile"] += seconds
+                self.counts["triton_compile"] += 1
+                if seconds > _DISK_CACHE_SECONDS:
+                    self.counts["triton_build"] += 1
+                    function = kwargs.get("fn")
+                    self.builds.append(f"{getattr(function, 'name', '')}|{kwargs.get('key')!r}")
+                self._compile_started = None
+
+        runtime.jit_cache_hook, runtime.jit_post_compile_hook = compile_starts, compile_ends
 
 
 _TALLY = _Tally()
@@ -92,8 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from triton import knobs
     except ImportError:
         return
-    knobs.runtime.jit_cache_hook = _TALLY.compile_starts
-    knobs.runtime.jit_post_compile_hook = _TALLY.compile_ends
+    _TALLY.hook_compiles(knobs.runtime)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -109,6 +127,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         "seconds": round(time.perf_counter() - begin, 4),
         **{f"{name}_seconds": round(value, 4) for name, value in _TALLY.seconds.items()},
         **{f"{name}_calls": value for name, value in _TALLY.counts.items()},
+        "builds": [hashlib.sha256(build.encode()).hexdigest()[:16] for build in _TALLY.builds],
     }
     directory = Path(os.environ[_ENV])
     directory.mkdir(parents=True, exist_ok=True)
@@ -134,6 +153,7 @@ def summarize(directory: Path, top: int = 25) -> str:
         "seconds",
         "triton_compile_seconds",
         "triton_compile_calls",
+        "triton_build_calls",
         "oracle_seconds",
         "truth_seconds",
         "compare_bits_seconds",
@@ -148,18 +168,22 @@ def summarize(directory: Path, top: int = 25) -> str:
     for group in groups.values():
         total.update(group)
     header = (
-        f"{'tests':>6} {'seconds':>9} {'compiles':>9} {'compile s':>9} {'oracle s':>9} {'truth s':>8} "
+        f"{'tests':>6} {'seconds':>9} {'compiles':>9} {'builds':>7} {'compile s':>9} {'oracle s':>9} {'truth s':>8} "
         f"{'compare s':>9}  test function"
     )
 
     def row(group: collections.Counter[str], name: str) -> str:
         return (
             f"{group['tests']:6d} {group['seconds']:9.1f} {group['triton_compile_calls']:9d} "
+            f"{group['triton_build_calls']:7d} "
             f"{group['triton_compile_seconds']:9.1f} {group['oracle_seconds']:9.1f} {group['truth_seconds']:8.1f} "
             f"{group['compare_bits_seconds']:9.1f}  {name}"
         )
 
+    builds = collections.Counter(build for record in records for build in record.get("builds", ()))
     lines = [
+        f"Triton: {sum(builds.values())} builds (compiles not found in the disk cache) of {len(builds)} distinct"
+        f" specializations; {sum(builds.values()) - len(builds)} built again by another worker meanwhile",
         f"{len(records)} tests on {len(workers)} workers; worker seconds (sum of test wall times):",
         header,
         row(total, "all"),

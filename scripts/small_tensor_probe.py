@@ -1,0 +1,88 @@
+"""Why the small DeepSeek tensors are slower than the sketch: each way of calling our kernel beside the sketch.
+
+On a CUDA machine, from the repository root (the sketch from ``.peers/one_launch_sketch.py``)::
+
+    python -m scripts.small_tensor_probe              # warm GPU times over the clone, and the kernels one call runs
+    ncu --clock-control none python -m scripts.small_tensor_probe --once   # one launch of each, for the counters
+
+For the window KV, compressed KV, index keys and index query (BF16 and FP32), by CUDA-graph replay with a warm L2:
+``clone``, the Triton copy, the public forward (``apply_rope_triton``), the launcher called directly
+(``_launch``, no checks, no custom op, no autograd), the compiled kernel launched from its plan, and the sketch;
+and the CUDA kernels one public forward launches (``torch.profiler``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from benchmarks.against import load_sketch
+from benchmarks.common import GraphTimer, triton_copy
+from benchmarks.shapes import CASES, make_angles, make_values
+
+SMALL = ("window_kv", "compressed_kv", "index_keys", "index_query")
+
+
+def kernels_of(call) -> list[str]:
+    """Names of the CUDA kernels one call launches."""
+    call()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        call()
+        torch.cuda.synchronize()
+    return [event.name for event in profile.events() if event.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--once", action="store_true", help="launch each once (after a warm-up), for ncu")
+    args = parser.parse_args(argv)
+    from impl import rope_triton as rope
+
+    sketch, origin = load_sketch(Path(tempfile.mkdtemp()))
+    print("sketch:", origin if sketch is None else "loaded", flush=True)
+    timer = GraphTimer(replays=25)
+    for dtype in (torch.bfloat16, torch.float32):
+        for name in SMALL:
+            case = CASES[name]
+            values, angles = make_values(case, dtype), make_angles(case.shape[1])
+            plan_key = None
+            calls = {
+                "clone": values.clone,
+                "triton_copy": lambda values=values: triton_copy(values),
+                "public": lambda values=values, angles=angles: rope.apply_rope_triton(values, angles),
+                "launch": lambda values=values, angles=angles: rope._launch(values, angles, False),
+            }
+            calls["launch"]()
+            plan_key = next(reversed(rope._PLANS))
+            plan = rope._PLANS[plan_key]
+            output = torch.empty_like(values)
+            calls["plan"] = lambda values=values, angles=angles, plan=plan, output=output: plan.launch(
+                values, angles, output
+            )
+            if sketch is not None and dtype == torch.bfloat16:
+                calls["sketch"] = lambda values=values, angles=angles: sketch(values, angles)
+            if args.once:
+                for label, call in calls.items():
+                    if label in ("launch", "sketch", "triton_copy"):
+                        call()
+                        torch.cuda.synchronize()
+                continue
+            row = {"case": name, "dtype": str(dtype).removeprefix("torch."), "config": str(plan.scalars)[-120:]}
+            clone_ms = min(timer.gpu_ms(values.clone, False) for _ in range(3))
+            for label, call in calls.items():
+                call()
+                row[label] = round(min(timer.gpu_ms(call, False) for _ in range(3)) / clone_ms, 3)
+            row["clone_us"] = round(clone_ms * 1e3, 2)
+            row["public_kernels"] = kernels_of(calls["public"])
+            print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

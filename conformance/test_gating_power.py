@@ -129,7 +129,15 @@ MUTATIONS = {
         "return libdevice.cos(angle), libdevice.sin(angle)",
     ),
     # Directions.
-    "inverse-ignored": ("        if NEGATE_SIN:\n", "        if False:\n"),
+    "inverse-ignored": ("        sin = _flip_sign(sin, sin_sign)\n", "        sin = _flip_sign(sin, 0)\n"),
+    "conjugate-not-passed-to-the-kernel": (
+        '"sin_sign": _FLOAT32_SIGN_BIT if negate_sin else 0,',
+        '"sin_sign": 0,',
+    ),
+    "sign-flip-as-or": (
+        "return (x.to(tl.int32, bitcast=True) ^ sign_bit).to(tl.float32, bitcast=True)",
+        "return (x.to(tl.int32, bitcast=True) | sign_bit).to(tl.float32, bitcast=True)",
+    ),
     "backward-without-conjugate": (
         "return _FusedRope.apply(grad_output, angles, not ctx.inverse), None, None",
         "return _FusedRope.apply(grad_output, angles, ctx.inverse), None, None",

@@ -64,6 +64,9 @@ _ELEMENTS_PER_PROGRAM = 4096
 _FUSED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 # Row indices are 32-bit in the kernel, with room for the last tile's masked rows.
 _MAX_ROWS = 2**31 - 1 - _ELEMENTS_PER_PROGRAM
+# The kernel's sin_sign for the conjugate: float32's sign bit as an int32 (Triton passes 2**31 as an int64, which
+# would compile a second kernel).
+_FLOAT32_SIGN_BIT = -(2**31)
 
 # Triton reads TRITON_INTERPRET when a kernel is defined; this is the same truth test it applies.
 _INTERPRETED = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on", "y")
@@ -85,6 +88,11 @@ if HAVE_TRITON:
     def _negate(x):
         """-x by flipping the sign bit: on the H200 with Triton 3.6, unary minus gave +0 for -(+0) (as 0 - x would)."""
         return (x.to(tl.uint32, bitcast=True) ^ 0x80000000).to(tl.float32, bitcast=True)
+
+    @triton.jit
+    def _flip_sign(x, sign_bit):
+        """``x`` with its sign bit XORed with ``sign_bit`` (0: ``x``; the int32 sign bit: ``_negate(x)``)."""
+        return (x.to(tl.int32, bitcast=True) ^ sign_bit).to(tl.float32, bitcast=True)
 
     if _INTERPRETED:
 
@@ -215,9 +223,9 @@ if HAVE_TRITON:
         stride_frequency,
         row_ok,
         frequency_ok,
+        sin_sign,
         IN_PLACE: tl.constexpr,
         IN_KERNEL_FREQUENCIES: tl.constexpr,
-        NEGATE_SIN: tl.constexpr,
         REAL: tl.constexpr,
         IMAG: tl.constexpr,
         BLOCK_R: tl.constexpr,
@@ -242,8 +250,7 @@ if HAVE_TRITON:
         else:  # torch.polar's (cos, sin) pairs, sin next to cos
             cos = tl.load(frequency, mask=frequency_mask, other=0.0)
             sin = tl.load(frequency + 1, mask=frequency_mask, other=0.0)
-        if NEGATE_SIN:
-            sin = _negate(sin)
+        sin = _flip_sign(sin, sin_sign)
         cos = tl.broadcast_to(cos, (BLOCK_R, ROTARY_K // 2))
         sin = tl.broadcast_to(sin, (BLOCK_R, ROTARY_K // 2))
         real, imag = _complex_multiply(x0, x1, cos, sin, REAL, IMAG)
@@ -266,6 +273,9 @@ if HAVE_TRITON:
         heads,
         pairs,
         pair_offset,
+        # 0, or the float32 sign bit (as an int32) to rotate by the conjugate: a value, not a constexpr, so that one
+        # compiled kernel serves a tensor's forward, inverse and backward.
+        sin_sign,
         # Strides, in elements; a dimension the frequencies broadcast over has stride 0.
         stride_values_batch,
         stride_values_sequence,
@@ -280,13 +290,12 @@ if HAVE_TRITON:
         stride_frequencies_pair,
         # Meta-parameters. COPY_CHANNELS: out of place, the channels before the rotary block are copied too.
         # IN_KERNEL_FREQUENCIES: frequencies holds angles and cos/sin are computed here. SHARED_FREQUENCIES: BLOCK_R
-        # divides heads, so a program's rows share one position (and its cos/sin). NEGATE_SIN: the conjugate.
+        # divides heads, so a program's rows share one position (and its cos/sin).
         # REAL/IMAG: the contraction of each part of the complex multiply. A program owns BLOCK_R whole rows and
         # moves them in chunks of COPY_K copied and ROTARY_K rotary channels.
         COPY_CHANNELS: tl.constexpr,
         IN_KERNEL_FREQUENCIES: tl.constexpr,
         SHARED_FREQUENCIES: tl.constexpr,
-        NEGATE_SIN: tl.constexpr,
         REAL: tl.constexpr,
         IMAG: tl.constexpr,
         BLOCK_R: tl.constexpr,
@@ -337,9 +346,9 @@ if HAVE_TRITON:
                 stride_frequencies_pair,
                 row_ok,
                 frequency_ok,
+                sin_sign,
                 not COPY_CHANNELS,
                 IN_KERNEL_FREQUENCIES,
-                NEGATE_SIN,
                 REAL,
                 IMAG,
                 BLOCK_R,
@@ -564,6 +573,7 @@ def _make_plan(
         "heads": heads,
         "pairs": pairs,
         "pair_offset": channels - 2 * pairs,
+        "sin_sign": _FLOAT32_SIGN_BIT if negate_sin else 0,
         **dict(zip(names, strides(values), strict=True)),
         **dict(zip(output_names, strides(output), strict=True)),
         "stride_frequencies_batch": frequency_batch,
@@ -572,7 +582,6 @@ def _make_plan(
         "COPY_CHANNELS": output is not values,
         "IN_KERNEL_FREQUENCIES": settings.in_kernel_frequencies,
         "SHARED_FREQUENCIES": heads % config.block_rows == 0,
-        "NEGATE_SIN": negate_sin,
         "REAL": settings.contraction[0],
         "IMAG": settings.contraction[1],
         "BLOCK_R": config.block_rows,

@@ -34,6 +34,19 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.cuda.set_device(current)
         if os.environ.get("DSV41_COMPILE_LOCK", "1") != "0":
             compile_lock.install()
+        # pytest-xdist's load scheduling hands a worker that runs low a chunk of the next tests in collection order;
+        # the generated-layout shards once all went to two workers that way, which ran them one after another for
+        # 260 s while six sat idle (H200, docs/gpu-runs/README.md). One test at a time keeps every worker busy to the
+        # end. (On a CPU, where most tests take milliseconds, the round trip per test made the run 25% slower.)
+        if getattr(config.option, "maxschedchunk", "absent") is None:
+            config.option.maxschedchunk = 1
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Compile-bound tests first (``@pytest.mark.compile_bound``: seconds each on a GPU, the suite's longest), so
+    that xdist starts them early, spread over its workers, instead of ending a run on one of them; the order is
+    otherwise kept (a stable sort: every worker collects the same order, as xdist requires)."""
+    items.sort(key=lambda item: item.get_closest_marker("compile_bound") is None)
 
 
 # Hypothesis profiles for conformance/test_generated_layouts.py, chosen with `--hypothesis-profile NAME`

@@ -1,9 +1,12 @@
 """Running generated cases: shards of the hypothesis search, and their records in the ulp-drift report.
 
-The generated tests are parametrized over :data:`SHARDS`, one per dtype x rank x direction, so that pytest-xdist
-spreads them over its workers and no two shards can draw the same case (each draws only its own part of the space).
-Under a derandomized profile (``ci``, ``gpu``) each shard draws from its own fixed seed, so every run tests the same
-examples; the node ids carry the profile's name, so that the baseline's keys name the examples they stand for.
+The generated tests are parametrized over :data:`SHARDS`, dtype x rank x direction, each in :data:`PARTS` parts
+drawing the profile's examples between them, so that pytest-xdist spreads them over its workers and no two shards
+can draw the same case (each draws only its own part of the space). On a GPU every example builds its own kernels
+(its strides are a new specialization), so a whole shard of the ``ci`` profile took up to 57 s, as long as the rest of
+a worker's share of the suite; a part takes half. Under a derandomized profile (``ci``, ``gpu``) each part draws
+from its own fixed seed, so every run tests the same examples; the node ids carry the profile's name, so that the
+baseline's keys name the examples they stand for.
 
 A hypothesis run calls the check once per example, but the report keeps one record per test and comparison:
 :class:`DriftTally` adds each comparison up over the examples and records the totals when the run ends.
@@ -31,18 +34,23 @@ from conformance import strategies
 from conformance.cases import DTYPES
 from conformance.layouts import LayoutSpec
 
+# Each dtype x rank x direction is drawn in this many parts, of 1/PARTS of the profile's examples each.
+PARTS = 2
+
 
 @dataclasses.dataclass(frozen=True)
 class Shard:
-    """The part of the generated cases one test draws from: a dtype, a rank and a direction."""
+    """The part of the generated cases one test draws from: a dtype, a rank, a direction, and which of the
+    :data:`PARTS` parts of their examples."""
 
     dtype_name: str
     rank: int
     inverse: bool
+    part: int = 0
 
     @property
     def id(self) -> str:
-        return f"{self.dtype_name}-{self.rank}d-{'inverse' if self.inverse else 'forward'}"
+        return f"{self.dtype_name}-{self.rank}d-{'inverse' if self.inverse else 'forward'}-part{self.part + 1}"
 
     @property
     def seed(self) -> int:
@@ -51,12 +59,17 @@ class Shard:
 
 
 SHARDS = tuple(
-    Shard(dtype_name, rank, inverse) for dtype_name in DTYPES for rank in (3, 4) for inverse in (False, True)
+    Shard(dtype_name, rank, inverse, part)
+    for dtype_name in DTYPES
+    for rank in (3, 4)
+    for inverse in (False, True)
+    for part in range(PARTS)
 )
 
 
 def shard_params() -> list:
-    """``pytest.param`` per shard, with ids ``<profile>-<dtype>-<rank>d-<direction>`` (``ci-bf16-4d-inverse``)."""
+    """``pytest.param`` per shard, with ids ``<profile>-<dtype>-<rank>d-<direction>-part<n>``
+    (``ci-bf16-4d-inverse-part1``)."""
     profile = hypothesis.settings.get_current_profile_name()
     return [pytest.param(shard, id=f"{profile}-{shard.id}") for shard in SHARDS]
 
@@ -98,7 +111,7 @@ class DriftTally:
 
 
 def run_shard(shard: Shard, check: Callable[[LayoutSpec, DriftTally], None], ulp_drift) -> None:
-    """Run ``check(spec, tally)`` on the shard's examples under the loaded hypothesis profile, then record.
+    """Run ``check(spec, tally)`` on the shard's examples (its part of the loaded hypothesis profile's), then record.
 
     Hypothesis shrinks a failure to a minimal spec and raises its error, which ends with the code that rebuilds the
     inputs. The records add up every example the run made, shrinking included.
@@ -109,6 +122,8 @@ def run_shard(shard: Shard, check: Callable[[LayoutSpec, DriftTally], None], ulp
     def generated_case(spec: LayoutSpec) -> None:
         check(spec, tally)
 
+    examples = max(1, hypothesis.settings.default.max_examples // PARTS)
+    generated_case = hypothesis.settings(hypothesis.settings.default, max_examples=examples)(generated_case)
     if hypothesis.settings.default.derandomize:
         generated_case = hypothesis.seed(shard.seed)(generated_case)
     try:

@@ -143,6 +143,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Reads the selection; imports an implementation named explicitly, turning any failure into a usage error."""
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped on CPU machines, with the reason)")
+    config.addinivalue_line(
+        "markers", "compile_bound: builds many kernels (seconds a test on a GPU); scheduled first under xdist"
+    )
     # The interpreter evaluates kernels with numpy, which warns on IEEE events the special-value cases produce on
     # purpose (inf * 0, overflow to inf when narrowing); the GPU raises no such warnings.
     config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning:triton.runtime.interpreter")

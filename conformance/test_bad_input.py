@@ -66,6 +66,9 @@ def test_rejected_with_a_clear_error(impl_under_test, values, angles, inverse, e
         assert torch.equal(old, new), f"{impl_under_test.name} wrote an input"
 
 
+# torch.polar of FP16 angles warns that ComplexHalf is experimental before it raises: the warning is the reference's,
+# not the judged implementation's, and would read as if it came from the user's code.
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental:UserWarning")
 @pytest.mark.parametrize(BAD_INPUT_NAMES, BAD_INPUT_PARAMS)
 def test_eager_path_rejects_the_inputs_said_to(values, angles, inverse, error, words, eager_rejects):
     """What another implementation must reject is what the eager reference rejects: ``ACCEPTED_BY_EAGER`` is true."""

@@ -27,6 +27,7 @@ SLICE = [
 ]
 
 
+@pytest.mark.compile_bound  # each forced variant is a kernel of its own
 @pytest.mark.parametrize("case", [pytest.param(case, id=case.id) for case in SLICE])
 @pytest.mark.parametrize("contraction", VARIANTS, ids="/".join)
 def test_forced_variant_matches_the_oracle_in_that_variant(case, contraction, device, rope, ulp_drift, monkeypatch):

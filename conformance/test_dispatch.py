@@ -76,6 +76,7 @@ def test_cpu_tensors_take_the_eager_path_without_the_interpreter(rope, monkeypat
     assert torch.equal(bits(rope.apply_rope_triton(values, angles)), bits(rope._apply_rope_torch(values, angles)))
 
 
+@pytest.mark.compile_bound
 @pytest.mark.parametrize(
     ("label", "values_shape", "angle_shape"),
     [

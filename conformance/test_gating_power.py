@@ -33,6 +33,7 @@ from oracle import eager as oracle_eager
 from oracle.eager import eager_multiply
 
 SOURCE = pathlib.Path(__file__).resolve().parents[1] / "impl" / "rope_triton.py"
+pytestmark = pytest.mark.compile_bound  # every mutant's kernels are built anew
 
 # name: (original text, mutated text)
 MUTATIONS = {

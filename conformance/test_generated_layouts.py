@@ -18,6 +18,7 @@ from conformance import generated_checks
 from conformance.generated import run_shard, shard_params
 
 
+@pytest.mark.compile_bound
 @pytest.mark.parametrize("shard", shard_params())
 def test_out_of_place_op_matches_eager_on_generated_layouts(shard, device, impl_under_test, ulp_drift):
     run_shard(
@@ -27,6 +28,7 @@ def test_out_of_place_op_matches_eager_on_generated_layouts(shard, device, impl_
     )
 
 
+@pytest.mark.compile_bound
 @pytest.mark.parametrize("shard", shard_params())
 def test_in_place_op_matches_eager_on_generated_layouts(shard, device, in_place_impl, ulp_drift):
     run_shard(

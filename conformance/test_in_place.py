@@ -120,6 +120,7 @@ def test_eager_fallbacks_rotate_in_place_with_the_fallback_bits(in_place_impl, d
     assert torch.equal(values[..., :-16], leading)
 
 
+@pytest.mark.compile_bound
 def test_compile_fullgraph_gives_eager_mode_bits(in_place_impl, device):
     in_place_impl.require("compile")
     values, angles = _inputs(device)

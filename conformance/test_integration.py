@@ -23,6 +23,7 @@ def _inputs(device: torch.device, dtype_name: str, layout: str = "transposed", r
     return case, make_values(case, device), make_angles(case, device)
 
 
+@pytest.mark.compile_bound
 @pytest.mark.parametrize(
     ("dtype_name", "dynamic"), [("bf16", False), ("fp32", True)], ids=["bf16-static-shapes", "fp32-dynamic-shapes"]
 )

@@ -11,8 +11,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from conformance import strategies
-from conformance.generated import SHARDS, DriftTally, run_shard
+from conformance import generated, strategies
+from conformance.generated import PARTS, SHARDS, DriftTally, run_shard
 from conformance.layouts import LayoutSpec, StridedLayout, build_inputs
 from oracle.rounding import bits
 
@@ -123,9 +123,9 @@ def test_drawn_specs_are_small_valid_inputs_of_the_op(spec, three_d):
         assert eager.shape == inputs.values.shape
 
 
-def test_shards_split_the_space_by_dtype_rank_and_direction():
-    keys = {(shard.dtype_name, shard.rank, shard.inverse) for shard in SHARDS}
-    assert len(keys) == len(SHARDS) == 12
+def test_shards_split_the_space_by_dtype_rank_and_direction_in_parts():
+    keys = {(shard.dtype_name, shard.rank, shard.inverse, shard.part) for shard in SHARDS}
+    assert len(keys) == len(SHARDS) == 12 * PARTS
     assert len({shard.seed for shard in SHARDS}) == len(SHARDS)
     assert len({shard.id for shard in SHARDS}) == len(SHARDS)
 
@@ -137,6 +137,17 @@ def derandomized_profile():
     settings.load_profile("generated-cases-self-test")
     yield
     settings.load_profile(previous)
+
+
+def test_the_parts_of_a_shard_draw_the_profiles_examples_between_them(derandomized_profile, monkeypatch):
+    """Each part draws its share; together they draw as many distinct examples as one run of them all did (every
+    search begins with the simplest examples, so parts share those, and a run repeats some of its own)."""
+    parts = [_drawn(shard) for shard in SHARDS if (shard.dtype_name, shard.rank, shard.inverse) == ("bf16", 3, False)]
+    assert [len(drawn) for drawn in parts] == [60 // PARTS] * PARTS
+    monkeypatch.setattr(generated, "PARTS", 1)
+    whole = _drawn(generated.Shard("bf16", 3, False))
+    assert len(whole) == 60
+    assert len(set().union(*parts)) >= len(set(whole))
 
 
 def _drawn(shard) -> list[str]:

@@ -151,28 +151,48 @@ def compare_bits(actual: torch.Tensor, expected: torch.Tensor) -> BitDifferences
     magnitude_mask = (1 << (fmt.bits - 1)) - 1
     both_zero = ((bits_actual & magnitude_mask) == 0) & ((bits_expected & magnitude_mask) == 0)
     real = differ & ~both_nan & ~both_zero
-    mismatch_indices = torch.nonzero(real).reshape(-1)
     nan_bits, signed_zeros = differ & both_nan, differ & both_zero
-    max_distance = 0
-    if mismatch_indices.numel():
-        picked_actual, picked_expected = flat_actual[mismatch_indices].cpu(), flat_expected[mismatch_indices].cpu()
-        max_distance = int(distance(picked_actual, picked_expected).max())
+    mismatches = int(real.sum())
     return BitDifferences(
         elements=flat_actual.numel(),
-        mismatches=int(mismatch_indices.numel()),
+        mismatches=mismatches,
         nan_bit_differences=int(nan_bits.sum()),
         signed_zero_differences=int(signed_zeros.sum()),
-        max_distance=max_distance,
-        first_mismatch_index=int(mismatch_indices[0]) if mismatch_indices.numel() else None,
+        max_distance=_max_distance(flat_actual, flat_expected, real, fmt) if mismatches else 0,
+        first_mismatch_index=_first_index(real),
         first_nan_bit_index=_first_index(nan_bits),
         first_signed_zero_index=_first_index(signed_zeros),
     )
 
 
+# Elements a step of _max_distance widens to int64 at once: 128 MiB per widened tensor.
+_DISTANCE_CHUNK = 2**24
+
+
+def _max_distance(actual: torch.Tensor, expected: torch.Tensor, where: torch.Tensor, fmt: _Format) -> int:
+    """The largest :func:`distance` between flat ``actual`` and ``expected`` over the elements ``where`` marks (real
+    mismatches: never two NaNs), on the tensors' own device and in chunks: a wrong kernel differs everywhere, and
+    copying every mismatch of a full-size tensor to the host for :func:`distance` took seconds per comparison."""
+    largest = 0
+    for start in range(0, actual.numel(), _DISTANCE_CHUNK):
+        chunk = slice(start, start + _DISTANCE_CHUNK)
+        marked = where[chunk]
+        if not bool(marked.any()):
+            continue
+        a, b = actual[chunk], expected[chunk]
+        if bool((marked & (torch.isnan(a) | torch.isnan(b))).any()):
+            return INFINITE_DISTANCE  # a NaN against a number
+        gap = (_ordered_keys(unsigned_bits(a), fmt) - _ordered_keys(unsigned_bits(b), fmt)).abs()
+        largest = max(largest, int(torch.where(marked, gap, 0).max()))
+    return largest
+
+
 def _first_index(mask: torch.Tensor) -> int | None:
-    """The flat index of the first true element of a flat boolean tensor, or None."""
-    found = torch.nonzero(mask).reshape(-1)
-    return int(found[0]) if found.numel() else None
+    """The flat index of the first true element of a flat boolean tensor, or None (argmax returns the first of equal
+    maxima; nonzero would list every true element)."""
+    if not bool(mask.any()):
+        return None
+    return int(torch.argmax(mask.to(torch.uint8)))
 
 
 def _ulp(magnitude: np.ndarray, fmt: _Format) -> np.ndarray:

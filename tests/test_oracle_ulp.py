@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from oracle import ulp
 from oracle.rounding import INTEGER_VIEW, SUPPORTED_DTYPES
 from oracle.ulp import (
     HISTOGRAM_EDGES,
@@ -110,6 +111,23 @@ def test_compare_bits_max_distance_and_clean_run():
     actual.view(torch.int32)[0, 1] -= 2
     result = compare_bits(actual.t().contiguous().t(), expected)
     assert (result.mismatches, result.max_distance, result.first_mismatch_index) == (2, 5, 1)
+
+
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES)
+def test_compare_bits_finds_the_largest_distance_and_a_nan_in_any_chunk(dtype, monkeypatch):
+    """The largest distance is taken chunk by chunk on the tensors' device: it must equal :func:`distance`'s maximum
+    wherever the largest gap, or a NaN against a number, lies (here chunks of 4 elements)."""
+    monkeypatch.setattr(ulp, "_DISTANCE_CHUNK", 4)
+    generator = torch.Generator().manual_seed(5)
+    expected = torch.randn(23, generator=generator).to(dtype)
+    actual = expected.clone()
+    integer = actual.view(INTEGER_VIEW[dtype])
+    integer[[1, 6, 13, 22]] += torch.tensor([1, 3, 9, 2], dtype=integer.dtype)  # the largest, 9, in the 4th chunk
+    result = compare_bits(actual, expected)
+    assert (result.mismatches, result.first_mismatch_index) == (4, 1)
+    assert result.max_distance == int(distance(actual, expected).max()) == 9
+    actual[21] = float("nan")
+    assert compare_bits(actual, expected).max_distance == INFINITE_DISTANCE
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,10 @@ A pytest plugin and its summary. On the GPU machine, from the repository root::
 
 Each worker writes ``profile-<worker>.jsonl``, a line per test as it finishes (a run stopped early keeps what ran):
 the test's node id, its wall time (setup, call and teardown), the Triton JIT compiles it triggered and their seconds
-(from ``triton.knobs.runtime``'s cache hook, called before each compile, to its post-compile hook, waits for the
-compile lock included), which of them were builds rather than loads from the disk cache (and the specializations
-built, hashed, to count those built twice), and the seconds spent inside the oracle
+(from ``triton.knobs.runtime``'s cache hook, called before each compile, to its post-compile hook) and, apart, the
+seconds it waited on the compile lock for another worker's build; which compiles were builds rather than loads from
+the disk cache (and the specializations built, hashed with the kernel's source, to count those built twice); and
+the seconds spent inside the oracle
 (``oracle.eager``'s and ``oracle.truth``'s public functions, outermost calls only) and ``oracle.ulp.compare_bits``.
 """
 
@@ -65,13 +66,17 @@ class _Tally:
         return wrapper
 
     def hook_compiles(self, runtime: Any) -> None:
-        """Time each compile from Triton's pre- to its post-compile hook, around the hooks already installed (the
-        conftest's compile lock: its wait counts as compile time)."""
+        """Time each compile from Triton's pre- to its post-compile hook, around the hooks already installed: the
+        conftest's compile lock, whose wait for another worker's build is counted apart (``triton_wait``), so that
+        a wait followed by a load from the disk cache is not taken for a build."""
         before, after = runtime.jit_cache_hook, runtime.jit_post_compile_hook
 
         def compile_starts(**kwargs: Any) -> bool:
+            begin = time.perf_counter()
+            skip = bool(before(**kwargs)) if before else False
             self._compile_started = time.perf_counter()
-            return bool(before(**kwargs)) if before else False
+            self.seconds["triton_wait"] += self._compile_started - begin
+            return skip
 
         def compile_ends(**kwargs: Any) -> None:
             if after:
@@ -83,7 +88,8 @@ class _Tally:
                 if seconds > _DISK_CACHE_SECONDS:
                     self.counts["triton_build"] += 1
                     function = kwargs.get("fn")
-                    self.builds.append(f"{getattr(function, 'name', '')}|{kwargs.get('key')!r}")
+                    source = getattr(getattr(function, "jit_function", None), "cache_key", "")
+                    self.builds.append(f"{getattr(function, 'name', '')}|{source}|{kwargs.get('key')!r}")
                 self._compile_started = None
 
         runtime.jit_cache_hook, runtime.jit_post_compile_hook = compile_starts, compile_ends
@@ -154,6 +160,7 @@ def summarize(directory: Path, top: int = 25) -> str:
         "triton_compile_seconds",
         "triton_compile_calls",
         "triton_build_calls",
+        "triton_wait_seconds",
         "oracle_seconds",
         "truth_seconds",
         "compare_bits_seconds",
@@ -168,15 +175,16 @@ def summarize(directory: Path, top: int = 25) -> str:
     for group in groups.values():
         total.update(group)
     header = (
-        f"{'tests':>6} {'seconds':>9} {'compiles':>9} {'builds':>7} {'compile s':>9} {'oracle s':>9} {'truth s':>8} "
-        f"{'compare s':>9}  test function"
+        f"{'tests':>6} {'seconds':>9} {'compiles':>9} {'builds':>7} {'compile s':>9} {'wait s':>7} "
+        f"{'oracle s':>9} {'truth s':>8} {'compare s':>9}  test function"
     )
 
     def row(group: collections.Counter[str], name: str) -> str:
         return (
             f"{group['tests']:6d} {group['seconds']:9.1f} {group['triton_compile_calls']:9d} "
             f"{group['triton_build_calls']:7d} "
-            f"{group['triton_compile_seconds']:9.1f} {group['oracle_seconds']:9.1f} {group['truth_seconds']:8.1f} "
+            f"{group['triton_compile_seconds']:9.1f} {group['triton_wait_seconds']:7.1f} "
+            f"{group['oracle_seconds']:9.1f} {group['truth_seconds']:8.1f} "
             f"{group['compare_bits_seconds']:9.1f}  {name}"
         )
 

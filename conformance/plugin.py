@@ -195,6 +195,9 @@ class UlpDriftSession:
         self._outcomes: dict[str, str] = {}
         # Each failed test's line (`conformance.report.failed_tests`), by pytest's node id, in the order they failed.
         self._failed: dict[str, dict[str, str]] = {}
+        # Tests that skipped (the project kernel's internals while another implementation is judged, GPU-only tests on
+        # a CPU), as records name them: their baseline cases are not expected of this run.
+        self._skipped: set[str] = set()
         # The tests xdist workers selected (node ids as records carry them), for the baseline gate.
         self._workers_selected: list[str] | None = None
         self._local: dict[str, CaseRecord] = {}
@@ -332,6 +335,8 @@ class UlpDriftSession:
             self._outcomes[report.nodeid] = outcome
         if report.failed and not self.is_worker and report.nodeid not in self._failed:
             self._failed[report.nodeid] = entry_of_report(report)
+        if report.skipped and not self.is_worker:
+            self._skipped.add(portable_nodeid(report.nodeid, Path(self.config.rootpath) / report.location[0]))
         if report.when == "teardown":
             self._finished_tests.add(report.nodeid)
             self._finish(report.nodeid)
@@ -398,6 +403,7 @@ class UlpDriftSession:
                 ulp_tolerance=self.ulp_tolerance,
                 fraction_tolerance=self.fraction_tolerance,
                 selected=self._selected(),
+                skipped=self._skipped,
             )
             if self.comparison.failed:
                 self._fail(session)

@@ -47,6 +47,7 @@ class BaselineComparison:
     ulp_tolerance: float
     fraction_tolerance: float
     outside_selection: int = 0
+    skipped: int = 0
 
     @property
     def failed(self) -> bool:
@@ -123,6 +124,7 @@ def compare_to_baseline(
     ulp_tolerance: float = 0.0,
     fraction_tolerance: float = 0.0,
     selected: Collection[str] | None = None,
+    skipped: Collection[str] = (),
 ) -> BaselineComparison:
     """Gates `report` on an accepted `baseline` case by case (see `compare_cases` for what counts as worse).
 
@@ -131,7 +133,9 @@ def compare_to_baseline(
 
     A run of part of the suite (``-k``, ``-m``, a shard) is gated on the baseline cases of the tests it selected: a
     baseline case of a test it did not select is not missing, only counted (`BaselineComparison.outside_selection`);
-    one of a selected test that recorded no such case is.
+    one of a selected test that recorded no such case is, unless the test skipped (it does not apply to this run: the
+    project kernel's internals while another implementation is judged, a GPU-only test on a CPU); those are counted
+    apart (`BaselineComparison.skipped`).
 
     Args:
         report: this run.
@@ -142,6 +146,7 @@ def compare_to_baseline(
         fraction_tolerance: absolute slack on correctly-rounded fractions.
         selected: the node ids (as records name them) of the tests the run selected; None gates on every baseline case
             (a merged report, which stands for whole runs).
+        skipped: the node ids (as records name them) of the tests that skipped in this run.
     """
     expected = _expected_cases(baseline, sorted({r.device_name for r in report.cases.values()}) or [""])
     outside = 0
@@ -149,6 +154,9 @@ def compare_to_baseline(
         chosen = set(selected)
         outside = sum(record.nodeid not in chosen for record in expected.values())
         expected = {key: record for key, record in expected.items() if record.nodeid in chosen}
+    skipped_tests = set(skipped)
+    skipped_cases = {key for key, record in expected.items() if record.nodeid in skipped_tests} - report.cases.keys()
+    expected = {key: record for key, record in expected.items() if key not in skipped_cases}
     regressions = []
     for key in sorted(report.cases.keys() & expected.keys()):
         changes = compare_cases(
@@ -166,6 +174,7 @@ def compare_to_baseline(
         ulp_tolerance=ulp_tolerance,
         fraction_tolerance=fraction_tolerance,
         outside_selection=outside,
+        skipped=len(skipped_cases),
     )
 
 

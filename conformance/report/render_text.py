@@ -92,4 +92,7 @@ def _baseline_lines(comparison: BaselineComparison, max_listed: int) -> list[str
     if comparison.outside_selection:
         outside = comparison.outside_selection
         lines.append(f"{outside} baseline cases belong to tests this run did not select: not gated")
+    if comparison.skipped:
+        skipped = comparison.skipped
+        lines.append(f"{skipped} baseline cases belong to tests that skipped in this run (-rs says why): not gated")
     return lines

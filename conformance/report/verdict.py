@@ -76,6 +76,7 @@ def verdict(report: Report, comparison: BaselineComparison | None = None) -> str
     else:
         strict = " (strict: a failure)" if comparison.strict and comparison.missing else ""
         outside = f", {comparison.outside_selection} outside the selection" if comparison.outside_selection else ""
+        outside += f", {comparison.skipped} of skipped tests" if comparison.skipped else ""
         baseline = (
             f"baseline {comparison.baseline_path}: {len(comparison.regressions)} regressed, {len(comparison.new)} new,"
             f" {len(comparison.missing)} missing{strict}{outside}"

@@ -155,7 +155,8 @@ class LayoutSpec:
 
         The code chooses the backend as the suite does (Triton's interpreter without a CUDA device), so it runs
         wherever ``conformance`` and the function's module import, a checkout's root or an installed suite's
-        environment.
+        environment. It ends by comparing the forward with what the suite expects, the oracle's reproduction of the
+        device's eager path (``diffs``), and printing how many elements differ.
         """
         module, _, attribute = function.partition(":")
         head = attribute.split(".", 1)[0]
@@ -193,7 +194,20 @@ class LayoutSpec:
                 f"gradient_storage = regime_values(({self.gradient.storage_size},), torch.{dtype}, {self.regime!r}, "
                 f"torch.Generator(device).manual_seed({self.seed + 1}), device)",
                 f"grad_output = gradient_storage.as_strided({self.gradient.python()})",
+                "values_before = values.clone()",
                 *call,
+                "",
+                "# What the suite expects: the oracle's reproduction of this device's eager path, fed the cos/sin the",
+                "# implementation uses.",
+                "from conformance import checks",
+                "from conformance.implementation import load",
+                "from oracle import eager as oracle_eager, ulp",
+                f"frequencies = checks.kernel_frequencies_of(angles, load({function!r})).cpu()",
+                f"expected = oracle_eager.apply_rope(values_before.cpu(), frequencies, {direction}, "
+                "contraction=checks.contraction_of(device))",
+                "diffs = ulp.compare_bits(output.detach().cpu(), expected)",
+                'print(f"forward: {diffs.mismatches} of {diffs.elements} elements differ from the oracle (largest '
+                '{diffs.max_distance} ulp; first at flat index {diffs.first_mismatch_index})")',
             ]
         )
 

@@ -86,6 +86,7 @@ def test_reproduction_code_rebuilds_the_inputs_bit_for_bit(spec):
         assert rebuilt.stride() == built.stride() and rebuilt.storage_offset() == built.storage_offset(), name
         assert torch.equal(bits(rebuilt), bits(built)), name
     assert namespace["output"].shape == spec.values.shape
+    assert namespace["diffs"].mismatches == 0, "the project's kernel differs from the oracle in the reproduction"
 
 
 def test_reproduction_code_runs_the_implementation_judged(tmp_path, monkeypatch):
@@ -101,6 +102,7 @@ def test_reproduction_code_runs_the_implementation_judged(tmp_path, monkeypatch)
     ((values, angles, inverse),) = their_rope.calls
     assert values.shape == namespace["values"].shape and angles is namespace["angles"] and inverse is False
     assert namespace["gradient"].shape == namespace["values"].shape, "the backward ran for the upstream gradient"
+    assert namespace["diffs"].mismatches > 0, "an implementation that rotates nothing matched the oracle"
     in_place = ONE_TOKEN_STEP.reproduction(CPU, "their_rope:Rope.apply", in_place=True)
     assert "output = Rope.apply(values, angles, inverse=False)  # in place: values holds the result" in in_place
 

@@ -51,7 +51,6 @@ def main(argv: list[str] | None = None) -> int:
         for name in SMALL:
             case = CASES[name]
             values, angles = make_values(case, dtype), make_angles(case.shape[1])
-            plan_key = None
             calls = {
                 "clone": values.clone,
                 "triton_copy": lambda values=values: triton_copy(values),

@@ -121,8 +121,13 @@ MUTATIONS = {
     ),
     "copy-remainder-skipped": ("if whole_chunks * BLOCK_K < count:", "if False:"),
     "rotary-chunks-after-the-first-skipped": (
-        "for chunk in range(0, tl.cdiv(2 * pairs, ROTARY_K)):",
-        "for chunk in range(0, 1):",
+        "for chunk in range(1, tl.cdiv(2 * pairs, ROTARY_K)):",
+        "for chunk in range(1, 1):",
+    ),
+    # The first rotary chunk is loaded before the copy, apart from the loop over the others.
+    "first-rotary-chunk-loaded-from-the-second": (
+        "            rotary_source,\n            frequency_row,\n            0,\n",
+        "            rotary_source,\n            frequency_row,\n            ROTARY_K,\n",
     ),
     # Frequencies computed in the kernel (CUDA: libdevice flushes subnormal angles).
     "subnormal-sin-flushed": (

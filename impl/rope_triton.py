@@ -212,32 +212,27 @@ if HAVE_TRITON:
             tl.store(target + channel * stride_target, tl.load(source + channel * stride_source, mask=mask), mask=mask)
 
     @triton.jit
-    def _rotate_chunk(
+    def _load_rotary_chunk(
         source,
-        target,
         frequency_row,
         start,
         pairs,
         stride_source,
-        stride_target,
         stride_frequency,
         row_ok,
         frequency_ok,
-        sin_sign,
-        IN_PLACE: tl.constexpr,
         IN_KERNEL_FREQUENCIES: tl.constexpr,
-        REAL: tl.constexpr,
-        IMAG: tl.constexpr,
         BLOCK_R: tl.constexpr,
         ROTARY_K: tl.constexpr,
     ):
-        """Rotate rotary channels ``[start, start + ROTARY_K)`` of BLOCK_R rows (``start`` is even, so the chunk
-        holds whole pairs) by the frequencies at ``frequency_row`` (one per row, or one row shared by all).
+        """Load rotary channels ``[start, start + ROTARY_K)`` of BLOCK_R rows (``start`` is even, so the chunk holds
+        whole pairs) and their frequencies at ``frequency_row`` (one per row, or one row shared by all): the two
+        parts of the chunk's ``ROTARY_K // 2`` pairs in float32, and the angles twice (``IN_KERNEL_FREQUENCIES``) or
+        torch.polar's cos and sin. Loads only: cos/sin are computed where they are used (:func:`_store_rotated`), so
+        that no branch of libdevice's stands between these loads and those the caller issues next.
 
         The chunk is loaded once, as a ``[BLOCK_R, ROTARY_K]`` tile of full vectors, and split into the two parts of
-        its ``ROTARY_K // 2`` pairs; the rotated parts are joined back into a tile of the same layout. In place,
-        every thread's loads precede every store of the chunk (a barrier), whichever threads the split moved the
-        parts of a pair to."""
+        its pairs."""
         channel = start + tl.arange(0, ROTARY_K)
         mask = row_ok & (channel < 2 * pairs)[None, :]
         x = _to_float32(tl.load(source + channel[None, :] * stride_source, mask=mask, other=0.0))
@@ -246,15 +241,46 @@ if HAVE_TRITON:
         frequency = frequency_row + pair[None, :] * stride_frequency
         frequency_mask = frequency_ok & (pair < pairs)[None, :]
         if IN_KERNEL_FREQUENCIES:
-            cos, sin = _cos_sin(tl.load(frequency, mask=frequency_mask, other=0.0))
+            angle = tl.load(frequency, mask=frequency_mask, other=0.0)
+            return x0, x1, angle, angle
         else:  # torch.polar's (cos, sin) pairs, sin next to cos
             cos = tl.load(frequency, mask=frequency_mask, other=0.0)
-            sin = tl.load(frequency + 1, mask=frequency_mask, other=0.0)
+            return x0, x1, cos, tl.load(frequency + 1, mask=frequency_mask, other=0.0)
+
+    @triton.jit
+    def _store_rotated(
+        target,
+        start,
+        pairs,
+        stride_target,
+        row_ok,
+        x0,
+        x1,
+        cos_or_angle,
+        sin_or_angle,
+        sin_sign,
+        IN_PLACE: tl.constexpr,
+        IN_KERNEL_FREQUENCIES: tl.constexpr,
+        REAL: tl.constexpr,
+        IMAG: tl.constexpr,
+        BLOCK_R: tl.constexpr,
+        ROTARY_K: tl.constexpr,
+    ):
+        """Rotate a chunk :func:`_load_rotary_chunk` loaded and store it at the same channels of ``target``: the pair
+        ``(x0, x1)`` times ``(cos, ±sin)`` (``sin_sign`` flips sin's sign for the conjugate), joined back into a tile
+        of the loaded layout. In place, every thread's loads precede every store of the chunk (a barrier), whichever
+        threads the split moved the parts of a pair to."""
+        if IN_KERNEL_FREQUENCIES:
+            cos, sin = _cos_sin(cos_or_angle)
+        else:
+            cos, sin = cos_or_angle, sin_or_angle
         sin = _flip_sign(sin, sin_sign)
         cos = tl.broadcast_to(cos, (BLOCK_R, ROTARY_K // 2))
         sin = tl.broadcast_to(sin, (BLOCK_R, ROTARY_K // 2))
         real, imag = _complex_multiply(x0, x1, cos, sin, REAL, IMAG)
         rotated = _from_float32(tl.reshape(tl.join(real, imag), (BLOCK_R, ROTARY_K)), target.dtype.element_ty)
+        channel = start + tl.arange(0, ROTARY_K)
+        mask = row_ok & (channel < 2 * pairs)[None, :]
         if IN_PLACE:
             tl.debug_barrier()
         tl.store(target + channel[None, :] * stride_target, rotated, mask=mask)
@@ -328,24 +354,70 @@ if HAVE_TRITON:
             0,
         )
         frequency_ok = (frequency_rows < rows)[:, None]
+        rotary_source = source + pair_offset * stride_values_channel
+        rotary_target = target + pair_offset * stride_output_channel
+        # The rotary block's first chunk is loaded before the copy: a load that follows a store in the program is
+        # issued only once the store's data has arrived, so loading it after the copy would put a second memory round
+        # trip on every program's path (the small tensors' time is mostly such latency).
+        x0, x1, cos_or_angle, sin_or_angle = _load_rotary_chunk(
+            rotary_source,
+            frequency_row,
+            0,
+            pairs,
+            stride_values_channel,
+            stride_frequencies_pair,
+            row_ok,
+            frequency_ok,
+            IN_KERNEL_FREQUENCIES,
+            BLOCK_R,
+            ROTARY_K,
+        )
         if COPY_CHANNELS:
             _copy_channels(
                 source, target, pair_offset, stride_values_channel, stride_output_channel, row_ok, BLOCK_R, COPY_K
             )
-        source += pair_offset * stride_values_channel
-        target += pair_offset * stride_output_channel
-        for chunk in range(0, tl.cdiv(2 * pairs, ROTARY_K)):  # chunk * ROTARY_K: aligned, as in _copy_channels
-            _rotate_chunk(
-                source,
-                target,
+        _store_rotated(
+            rotary_target,
+            0,
+            pairs,
+            stride_output_channel,
+            row_ok,
+            x0,
+            x1,
+            cos_or_angle,
+            sin_or_angle,
+            sin_sign,
+            not COPY_CHANNELS,
+            IN_KERNEL_FREQUENCIES,
+            REAL,
+            IMAG,
+            BLOCK_R,
+            ROTARY_K,
+        )
+        for chunk in range(1, tl.cdiv(2 * pairs, ROTARY_K)):  # chunk * ROTARY_K: aligned, as in _copy_channels
+            x0, x1, cos_or_angle, sin_or_angle = _load_rotary_chunk(
+                rotary_source,
                 frequency_row,
                 chunk * ROTARY_K,
                 pairs,
                 stride_values_channel,
-                stride_output_channel,
                 stride_frequencies_pair,
                 row_ok,
                 frequency_ok,
+                IN_KERNEL_FREQUENCIES,
+                BLOCK_R,
+                ROTARY_K,
+            )
+            _store_rotated(
+                rotary_target,
+                chunk * ROTARY_K,
+                pairs,
+                stride_output_channel,
+                row_ok,
+                x0,
+                x1,
+                cos_or_angle,
+                sin_or_angle,
                 sin_sign,
                 not COPY_CHANNELS,
                 IN_KERNEL_FREQUENCIES,

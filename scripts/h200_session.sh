@@ -3,7 +3,7 @@
 # compute-sanitizer memcheck, benchmarks and the launch sweep, the suite as merged shards and its wall time against the
 # number of xdist workers, each under its own time limit.
 # Usage (repository root, on the GPU machine):
-#   bash scripts/h200_session.sh OUT_DIR [calibration|smoke|suite|profile|sanitize|bench|against|stages|ncu|sweep|contraction|shards|workers|impls|wrong ...]
+#   bash scripts/h200_session.sh OUT_DIR [calibration|smoke|suite|profile|sanitize|bench|against|stages|ncu|sweep|probe|contraction|shards|workers|impls|wrong ...]
 # The image has torch, triton, pytest, pytest-xdist, hypothesis and mpmath; wheels in .whl (scripts/fetch_gpu_wheels.sh)
 # are installed first when present. Everything lands flat in OUT_DIR (the device tool brings back at most 8 files).
 set -uo pipefail
@@ -154,6 +154,17 @@ PY
                  --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,sm__maximum_warps_per_active_cycle_pct,smsp__inst_executed.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum \
                  python3 -m benchmarks.stages --launch-once > "$out/ncu.csv" 2> "$scratch/ncu.err" || status=1
              tail -5 "$scratch/ncu.err" | tee -a "$out/summary.txt"; wc -l "$out/ncu.csv" | tee -a "$out/summary.txt" ;;
+        # Why the small tensors trail the sketch (scripts/small_tensor_probe.py): warm times of each way of calling
+        # our kernel beside the sketch, the kernels a forward and a backward launch, both kernels' SASS (probe.tgz),
+        # and one launch of each under ncu (warp states, occupancy, speed of light) in probe-ncu.csv.
+        probe) mkdir -p "$scratch/sass"; timeout "${PROBE_SECONDS:-120}" python3 -m scripts.small_tensor_probe --sass "$scratch/sass" \
+                   > "$scratch/sass/probe.log" 2>&1 || status=1
+               timeout "${PROBE_NCU_SECONDS:-120}" ncu --clock-control none --csv --kernel-name 'regex:rope|copy' \
+                   --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
+                   --section SchedulerStats python3 -m scripts.small_tensor_probe --once \
+                   > "$scratch/sass/probe-ncu.csv" 2> "$scratch/sass/probe-ncu.err" || status=1
+               tar czf "$out/probe.tgz" -C "$scratch" sass
+               tee -a "$out/summary.txt" < "$scratch/sass/probe.log" | cut -c1-400 ;;
         *) echo "unknown step $step"; status=2 ;;
     esac
     echo "step $step: $(( $(date +%s) - start )) s, status so far $status" | tee -a "$out/summary.txt"

@@ -14,7 +14,10 @@ and the CUDA kernels one public forward launches (``torch.profiler``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -38,9 +41,35 @@ def kernels_of(call) -> list[str]:
     return [event.name for event in profile.events() if event.device_type == torch.autograd.DeviceType.CUDA]
 
 
+def compiled_kernels(function) -> list:
+    """Every kernel a ``@triton.jit`` function has compiled in this process (Triton 3.x's per-device caches)."""
+    kernels = []
+    for cache in getattr(function, "device_caches", {}).values():
+        kernels.extend(cache[0].values())
+    return kernels
+
+
+def write_sass(kernel, path: Path) -> None:
+    """The SASS of a compiled kernel (``cuobjdump -sass`` of its cubin), with its registers and spills first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cubin = path.with_suffix(".cubin")
+    cubin.write_bytes(kernel.asm["cubin"])
+    import triton.backends.nvidia
+
+    bundled = Path(triton.backends.nvidia.__file__).parent / "bin" / "cuobjdump"
+    tool = shutil.which("cuobjdump") or str(bundled)
+    sass = subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True).stdout
+    path.write_text(
+        f"// registers {getattr(kernel, 'n_regs', None)} spills {getattr(kernel, 'n_spills', None)}\n" + sass
+    )
+    (path.with_suffix(".ptx")).write_text(kernel.asm.get("ptx", ""))
+    cubin.unlink()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--once", action="store_true", help="launch each once (after a warm-up), for ncu")
+    parser.add_argument("--sass", type=Path, help="write the SASS of our compiled kernel and the sketch's here")
     args = parser.parse_args(argv)
     from impl import rope_triton as rope
 
@@ -79,6 +108,17 @@ def main(argv: list[str] | None = None) -> int:
                 row[label] = round(min(timer.gpu_ms(call, False) for _ in range(3)) / clone_ms, 3)
             row["clone_us"] = round(clone_ms * 1e3, 2)
             row["public_kernels"] = kernels_of(calls["public"])
+            leaf = values.detach().requires_grad_(True)
+            output, grad = rope.apply_rope_triton(leaf, angles), torch.ones_like(values)
+            row["backward_kernels"] = kernels_of(
+                functools.partial(torch.autograd.grad, output, leaf, grad, retain_graph=True)
+            )
+            row["registers"] = getattr(plan.compiled, "n_regs", None), getattr(plan.compiled, "n_spills", None)
+            if args.sass:
+                write_sass(plan.compiled, args.sass / f"ours_{name}_{row['dtype']}.sass")
+                if "sketch" in calls:
+                    for index, kernel in enumerate(compiled_kernels(sketch.__globals__.get("rope1"))):
+                        write_sass(kernel, args.sass / f"sketch_{index}.sass")
             print(json.dumps(row), flush=True)
     return 0
 

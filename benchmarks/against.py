@@ -57,16 +57,22 @@ SKETCH_END_MARKER = "\nres = {}"
 
 def load_revision(revision: str, directory: Path) -> tuple[ModuleType, str]:
     """``impl/rope_triton.py`` at ``revision`` as a module of its own, and that file's SHA-256 (16 digits).
+    ``revision`` may also be the path of a kernel file (a variant not committed, or a commit the machine's clone
+    lacks).
 
     Raises:
         RuntimeError: git does not know the revision or the file.
     """
-    result = subprocess.run(
-        ["git", "show", f"{revision}:impl/rope_triton.py"], capture_output=True, text=True, check=False
-    )
-    if result.returncode:
-        raise RuntimeError(f"git show {revision}:impl/rope_triton.py failed: {result.stderr.strip()}")
-    module = import_source(result.stdout, directory, "rope_at_" + re.sub(r"\W", "_", revision))
+    if revision.endswith(".py") and Path(revision).is_file():
+        text = Path(revision).read_text()
+    else:
+        result = subprocess.run(
+            ["git", "show", f"{revision}:impl/rope_triton.py"], capture_output=True, text=True, check=False
+        )
+        if result.returncode:
+            raise RuntimeError(f"git show {revision}:impl/rope_triton.py failed: {result.stderr.strip()}")
+        text = result.stdout
+    module = import_source(text, directory, "rope_at_" + re.sub(r"\W", "_", revision))
     return module, provenance.kernel_sha256(module.__file__)
 
 
@@ -230,7 +236,9 @@ HEADER = (
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Parses the command line (``benchmarks.run`` passes its own through when it sees ``--against``)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run --against", description=__doc__.splitlines()[0])
-    parser.add_argument("--against", required=True, metavar="REV", help="git revision whose kernel is the baseline")
+    parser.add_argument(
+        "--against", required=True, metavar="REV", help="git revision of the baseline kernel, or a kernel file (*.py)"
+    )
     parser.add_argument("--margin", type=float, default=0.03, help="allowed slowdown (default %(default)g)")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per row (default %(default)d)")
     parser.add_argument("--dtypes", default="bf16,fp32", help="comma-separated, of bf16, fp16, fp32")

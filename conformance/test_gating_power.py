@@ -95,16 +95,21 @@ MUTATIONS = {
         "batch, position, head, stride_values_batch, stride_values_sequence, stride_values_head",
     ),
     "frequencies-shared-by-the-batch": (
-        "            stride_frequencies_batch,\n            stride_frequencies_sequence,\n            0,\n",
-        "            0,\n            stride_frequencies_sequence,\n            0,\n",
+        "batch, frequency_position, frequency_position, stride_frequencies_batch, stride_frequencies_sequence, 0",
+        "batch, frequency_position, frequency_position, 0, stride_frequencies_sequence, 0",
     ),
+    # A program's rows: BLOCK_R rows of one batch element, heads of one position where BLOCK_R divides heads.
     "frequencies-shared-across-positions": (
-        '"SHARED_FREQUENCIES": heads % config.block_rows == 0,',
-        '"SHARED_FREQUENCIES": True,',
+        "            frequency_position = position\n",
+        "            frequency_position = first_row // heads + tl.zeros((1,), dtype=tl.int32)\n",
     ),
-    "shared-frequencies-of-another-row": (
-        "frequency_rows = tl.program_id(0) * BLOCK_R + tl.zeros((1,), dtype=tl.int32)",
-        "frequency_rows = tl.program_id(0) + tl.zeros((1,), dtype=tl.int32)",
+    "shared-frequencies-of-a-row-counted-across-the-batch": (
+        "frequency_position = first_row // heads + tl.zeros((1,), dtype=tl.int32)",
+        "frequency_position = tl.program_id(0) * BLOCK_R // heads + tl.zeros((1,), dtype=tl.int32)",
+    ),
+    "first-row-counted-across-the-batch": (
+        "first_row = (tl.program_id(0) - batch * programs_per_batch) * BLOCK_R",
+        "first_row = tl.program_id(0) * BLOCK_R",
     ),
     "frequency-pair-stride-ignored": (
         "frequency = frequency_row + pair[None, :] * stride_frequency",
@@ -213,8 +218,9 @@ def _oracle_of(case, device, module, values, angles):
 
 
 def _rows_sharing_a_position(case, device, module):
-    """The forward in programs of 2 rows, heads of one position sharing its cos/sin (the interpreter's own launches
-    take larger programs, which share nothing)."""
+    """The forward in programs of 2 rows, heads of one position sharing its cos/sin, from the first head on and from
+    later ones where there are more heads than rows (the interpreter's own launches take larger programs, which share
+    nothing)."""
     values, angles = make_values(case, device), make_angles(case, device)
     config = module.LaunchConfig(block_rows=2, copy_channels=32, rotary_channels=32, num_warps=4)
     output = module._launch(values, angles, case.inverse, config=config)
@@ -291,6 +297,7 @@ PROBES = [
     (checks.in_place_matches, Case("bf16", "query", "channel-strided", True, "normal", small=True)),
     (_version_counter_is_bumped, Case("fp32", "batch3", "transposed", False, "normal")),
     (_rows_sharing_a_position, Case("bf16", "batch3", "transposed", False, "normal", per_batch_angles=True)),
+    (_rows_sharing_a_position, Case("fp16", "index-query", "contiguous", True, "normal", small=True)),
     (_every_chunk_path, Case("bf16", "odd-channels", "padded-rows", True, "normal")),
     (
         _forced_variant("second/none", checks.forward_matches_oracle),

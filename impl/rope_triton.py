@@ -293,8 +293,9 @@ if HAVE_TRITON:
         values_ptr,
         frequencies_ptr,
         output_ptr,
-        # Sizes. rows = batch * sequence * heads; the rotary block is channels [pair_offset, pair_offset + 2 * pairs).
-        rows,
+        # Sizes. Each batch element's sequence * heads rows take programs_per_batch programs; the rotary block is
+        # channels [pair_offset, pair_offset + 2 * pairs).
+        programs_per_batch,
         sequence,
         heads,
         pairs,
@@ -328,32 +329,30 @@ if HAVE_TRITON:
         COPY_K: tl.constexpr,
         ROTARY_K: tl.constexpr,
     ):
-        # Rows are decomposed in 32 bits (the launcher keeps rows below 2**31; a 64-bit division is a long software
-        # routine); offsets are 64-bit.
-        row = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-        row_ok = (row < rows)[:, None]
+        # A program owns BLOCK_R rows of one batch element: its batch is one division of the program id, and a row's
+        # position and head are divisions by ``heads`` alone (none where heads is 1), never by the sequence length.
+        # In 32 bits (the launcher keeps rows below 2**31; a 64-bit division is a long software routine); offsets are
+        # 64-bit.
+        batch = tl.program_id(0) // programs_per_batch
+        first_row = (tl.program_id(0) - batch * programs_per_batch) * BLOCK_R  # of the batch element's rows
+        row = first_row + tl.arange(0, BLOCK_R)
+        row_ok = (row < sequence * heads)[:, None]
+        position = row // heads
         head = row % heads
-        position = (row // heads) % sequence
-        batch = row // heads // sequence
         source = values_ptr + _row_offset(
             batch, position, head, stride_values_batch, stride_values_sequence, stride_values_head
         )
         target = output_ptr + _row_offset(
             batch, position, head, stride_output_batch, stride_output_sequence, stride_output_head
         )
-        if SHARED_FREQUENCIES:  # the program's rows are heads of one position: cos/sin once, for all of them
-            frequency_rows = tl.program_id(0) * BLOCK_R + tl.zeros((1,), dtype=tl.int32)
+        if SHARED_FREQUENCIES:  # BLOCK_R divides heads: the rows are heads of one position, and share its cos/sin
+            frequency_position = first_row // heads + tl.zeros((1,), dtype=tl.int32)
         else:
-            frequency_rows = row
+            frequency_position = position
         frequency_row = frequencies_ptr + _row_offset(
-            frequency_rows // heads // sequence,
-            (frequency_rows // heads) % sequence,
-            frequency_rows,
-            stride_frequencies_batch,
-            stride_frequencies_sequence,
-            0,
+            batch, frequency_position, frequency_position, stride_frequencies_batch, stride_frequencies_sequence, 0
         )
-        frequency_ok = (frequency_rows < rows)[:, None]
+        frequency_ok = (frequency_position < sequence)[:, None]
         rotary_source = source + pair_offset * stride_values_channel
         rotary_target = target + pair_offset * stride_output_channel
         # The rotary block's first chunk is loaded before the copy: a load that follows a store in the program is
@@ -640,7 +639,7 @@ def _make_plan(
     names = ("stride_values_batch", "stride_values_sequence", "stride_values_head", "stride_values_channel")
     output_names = ("stride_output_batch", "stride_output_sequence", "stride_output_head", "stride_output_channel")
     scalars = {
-        "rows": rows,
+        "programs_per_batch": triton.cdiv(sequence * heads, config.block_rows),
         "sequence": sequence,
         "heads": heads,
         "pairs": pairs,
@@ -660,7 +659,8 @@ def _make_plan(
         "COPY_K": config.copy_channels,
         "ROTARY_K": config.rotary_channels,
     }
-    return _Plan(grid=(triton.cdiv(rows, config.block_rows), 1, 1), scalars=scalars, num_warps=config.num_warps)
+    grid = (batch * triton.cdiv(sequence * heads, config.block_rows), 1, 1)
+    return _Plan(grid=grid, scalars=scalars, num_warps=config.num_warps)
 
 
 def _angles_3d(angles: torch.Tensor) -> torch.Tensor:

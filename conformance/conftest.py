@@ -8,13 +8,22 @@ device), before any test module imports a kernel, and pins each xdist worker to 
 from __future__ import annotations
 
 import os
+import sys
 import types
 
-import pytest
-import torch
-from hypothesis import HealthCheck, Phase, settings
+# torch.compile's inductor compiles in a pool of subprocesses, which an xdist worker's exit waits to shut down: on the
+# H200 every worker of a 16-worker run sat in that shutdown after the last test had passed, until the call's time
+# limit, and the report was never written (docs/gpu-runs/README.md, run 31). Compiling in the worker's own process
+# has no pool to wait for. Set before inductor's config is first imported, which reads it; and on it, if it was.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+if "torch._inductor.config" in sys.modules:
+    sys.modules["torch._inductor.config"].compile_threads = int(os.environ["TORCHINDUCTOR_COMPILE_THREADS"])
 
-from conformance import backend
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import HealthCheck, Phase, settings  # noqa: E402
+
+from conformance import backend  # noqa: E402
 
 backend.choose()
 

@@ -32,7 +32,8 @@ print("settings:", rope.settings("cuda:0").describe())
 PY
         ;;
         # SIGINT well inside the device tool's 10-minute limit: pytest then still prints its failure summary and
-        # the plugin still writes the report. The README's command: 8 workers a GPU, gated by the CUDA baseline.
+        # the plugin still writes the report. The README's command: ./run's worker count (docs/ci.md), gated by the
+        # CUDA baseline.
         suite) DSV41_REPORT="$scratch/report" timeout -s INT "${SUITE_SECONDS:-240}" ./run conformance -q \
                    -p no:cacheprovider -rfE --tb=short --ulp-save-baseline "$out/ulp-drift-cuda.json" ${SUITE_ARGS:-} \
                    > "$out/suite.log" 2>&1 || status=1

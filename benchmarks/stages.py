@@ -44,16 +44,17 @@ SOURCE = Path(__file__).resolve().parents[1] / "impl" / "rope_triton.py"
 # stage left out: (text of the full kernel, text of the variant)
 STAGE_EDITS = {
     "cos/sin (angles used as both)": (
-        "cos, sin = _cos_sin(tl.load(frequency, mask=frequency_mask, other=0.0))",
-        "cos = tl.load(frequency, mask=frequency_mask, other=0.0)\n            sin = cos",
+        "            cos, sin = _cos_sin(cos_or_angle)\n",
+        "            cos, sin = cos_or_angle, sin_or_angle\n",
     ),
     "copied channels": (
         "        if COPY_CHANNELS:\n            _copy_channels(",
         "        if False:\n            _copy_channels(",
     ),
+    # No rotary pairs: every rotary load and store masked off, the chunk loop empty (Triton folds them away).
     "rotary block": (
-        "for chunk in range(0, tl.cdiv(2 * pairs, ROTARY_K)):",
-        "for chunk in range(0, 0):",
+        "        rotary_source = source + pair_offset * stride_values_channel\n",
+        "        pairs = 0\n        rotary_source = source + pair_offset * stride_values_channel\n",
     ),
 }
 STAGE_CASES = ("query", "index_query", "window_kv", "compressed_kv", "index_keys", "large_2gb")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import traceback
 import types
 from typing import Any
 
@@ -189,7 +190,31 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     )
     report = pytest.TestReport.from_item_and_call(item, reported)
     report.conformance_failure = short.what
+    if not item.config.getoption("usepdb", False):
+        release_frames(excinfo.value)
     return report
+
+
+def release_frames(error: BaseException) -> None:
+    """Drops the locals of the finished frames a reported failure's traceback holds (each leaf's, for a group).
+
+    Its line is all pytest shows, but the exception lives on: pytest keeps it as ``sys.last_value`` until the next
+    test's call, and a reference cycle (the traceback holds the frame of pytest's ``CallInfo.from_call``, whose locals
+    hold the exception) keeps it until Python's cyclic collector runs, which may be many tests later. With the frames'
+    locals went every tensor the failed check held, full-size on a GPU (values, output, expected, bit masks: GBs a
+    test), so each xdist worker sharing the GPU carried several failed tests' worth. ``--pdb`` keeps them."""
+    seen: set[int] = set()
+    pending = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if current.__traceback__ is not None:
+            traceback.clear_frames(current.__traceback__)
+        pending += [e for e in (current.__cause__, current.__context__) if e is not None]
+        if isinstance(current, BaseExceptionGroup):
+            pending += list(current.exceptions)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

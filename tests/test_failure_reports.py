@@ -122,3 +122,45 @@ def test_only_the_suites_failures_are_shortened() -> None:
     assert short_failure(group).what == "comparison: bit mismatches; other"
     assert short_failure(AssertionError("plain")) is None
     assert short_failure(ExceptionGroup("mixed", [line, TypeError("crash")])) is None
+
+
+# A failed check's frames held every tensor it compared (full-size on a GPU, GBs a test) after its test ended: pytest
+# keeps the exception as sys.last_value, and a reference cycle through its traceback kept it until Python's cyclic
+# collector ran, many tests later. With the collector off, only the release of the frames frees them.
+RELEASED = """
+import gc
+import weakref
+
+from conformance.failures import ConformanceFailure
+
+
+class Tensor:
+    pass
+
+
+held = []
+
+
+def compare(actual, expected):
+    raise ConformanceFailure("case fused-vs-oracle: 1 bit mismatches of 1 elements", what="fused-vs-oracle: bits")
+
+
+def test_fused_equals_oracle():
+    gc.disable()
+    output = Tensor()
+    held.append(weakref.ref(output))
+    compare(output, Tensor())
+
+
+def test_next():
+    try:
+        assert held[0]() is None, "the failed check's objects outlived its test"
+    finally:
+        gc.enable()
+"""
+
+
+def test_a_failed_checks_objects_are_released_when_its_test_ends(report_project: pytest.Pytester) -> None:
+    report_project.makepyfile(test_released=RELEASED)
+    result = report_project.runpytest_inprocess(*PLUGIN)
+    result.assert_outcomes(failed=1, passed=1)

@@ -3,7 +3,7 @@
 # compute-sanitizer memcheck, benchmarks and the launch sweep, the suite as merged shards and its wall time against the
 # number of xdist workers, each under its own time limit.
 # Usage (repository root, on the GPU machine):
-#   bash scripts/h200_session.sh OUT_DIR [calibration|smoke|suite|profile|sanitize|bench|against|stages|ncu|sweep|probe|contraction|shards|workers|impls|wrong ...]
+#   bash scripts/h200_session.sh OUT_DIR [calibration|smoke|suite|profile|sanitize|bench|against|stages|ncu|sweep|probe|judge|contraction|shards|workers|impls|wrong ...]
 # The image has torch, triton, pytest, pytest-xdist, hypothesis and mpmath; wheels in .whl (scripts/fetch_gpu_wheels.sh)
 # are installed first when present. Everything lands flat in OUT_DIR (the device tool brings back at most 8 files).
 set -uo pipefail
@@ -166,6 +166,21 @@ PY
                    > "$scratch/sass/probe-ncu.csv" 2> "$scratch/sass/probe-ncu.err" || status=1
                tar czf "$out/probe.tgz" -C "$scratch" sass
                tee -a "$out/summary.txt" < "$scratch/sass/probe.log" | cut -c1-400 ;;
+        # A failing implementation against passing ones on the same selection (issue 21: at most 1.5x): the project
+        # kernel (the same compiles as the wrong ones, which call it), the eager reference, then each of JUDGE_IMPLS,
+        # each under JUDGE_SECONDS, its wall time and outcome in judge.log.
+        judge) selection=${JUDGE_TARGETS:-conformance/test_forward_bits.py conformance/test_gradient_conjugate.py}
+               for impl in impl.rope_triton:apply_rope_triton impl.rope_triton:_apply_rope_torch \
+                           ${JUDGE_IMPLS:-conformance.judged.wrong:rotates_leading_channels}; do
+                   began=$(date +%s%N)
+                   timeout -s INT "${JUDGE_SECONDS:-100}" python3 -m pytest -n 8 $selection \
+                       -k "${JUDGE_K:-not oracle_equals_torch_eager}" -q -p no:cacheprovider --rope-impl "$impl" \
+                       --ulp-report "$scratch/judge-${impl##*:}" > "$scratch/judge-${impl##*:}.log" 2>&1
+                   code=$?
+                   echo "judged $impl: exit $code in $(( ($(date +%s%N) - began) / 1000000 )) ms:" \
+                        "$(grep -E "passed|failed" "$scratch/judge-${impl##*:}.log" | tail -1)" | tee -a "$out/judge.log"
+               done
+               tee -a "$out/summary.txt" < "$out/judge.log" > /dev/null ;;
         *) echo "unknown step $step"; status=2 ;;
     esac
     echo "step $step: $(( $(date +%s) - start )) s, status so far $status" | tee -a "$out/summary.txt"

@@ -116,10 +116,10 @@ def main(argv: list[str] | None = None) -> int:
             row["registers"] = getattr(plan.compiled, "n_regs", None), getattr(plan.compiled, "n_spills", None)
             if args.sass:
                 write_sass(plan.compiled, args.sass / f"ours_{name}_{row['dtype']}.sass")
-                if "sketch" in calls:
-                    for index, kernel in enumerate(compiled_kernels(sketch.__globals__.get("rope1"))):
-                        write_sass(kernel, args.sass / f"sketch_{index}.sass")
             print(json.dumps(row), flush=True)
+    if args.sass and sketch is not None:  # each kernel the sketch compiled for the cases above, once
+        for index, kernel in enumerate(compiled_kernels(sketch.__globals__.get("rope1"))):
+            write_sass(kernel, args.sass / f"sketch_{index}.sass")
     return 0
 
 

@@ -175,11 +175,13 @@ PY
                    began=$(date +%s%N)
                    timeout -s INT "${JUDGE_SECONDS:-100}" python3 -m pytest -n 8 $selection \
                        -k "${JUDGE_K:-not oracle_equals_torch_eager}" -q -p no:cacheprovider --rope-impl "$impl" \
+                       --durations=15 \
                        --ulp-report "$scratch/judge-${impl##*:}" > "$scratch/judge-${impl##*:}.log" 2>&1
                    code=$?
                    echo "judged $impl: exit $code in $(( ($(date +%s%N) - began) / 1000000 )) ms:" \
                         "$(grep -E "passed|failed" "$scratch/judge-${impl##*:}.log" | tail -1)" | tee -a "$out/judge.log"
                done
+               tar czf "$out/judge-logs.tgz" -C "$scratch" $(cd "$scratch" && ls judge-*.log judge-*/ulp-drift.md 2>/dev/null)
                tee -a "$out/summary.txt" < "$out/judge.log" > /dev/null ;;
         *) echo "unknown step $step"; status=2 ;;
     esac

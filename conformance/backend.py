@@ -39,6 +39,22 @@ def worker_index() -> int:
     return int(worker.removeprefix("gw")) if worker.startswith("gw") else 0
 
 
+def share_host_cores() -> int | None:
+    """Give this xdist worker its share of the host's cores for PyTorch's CPU work (the oracle, the truth, the
+    comparisons on the CPU), and return the thread count set; None when it leaves PyTorch's default: outside xdist, or
+    where ``OMP_NUM_THREADS`` says how many threads to use.
+
+    Each worker's PyTorch otherwise runs one thread per core, so 8 or 16 workers on a 16-core host ran 8-16 times
+    more threads than cores, each elementwise operation on the CPU waiting on the other workers' threads."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers <= 1 or os.environ.get("OMP_NUM_THREADS"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = max(1, cores // workers)
+    torch.set_num_threads(threads)
+    return threads
+
+
 def device() -> torch.device:
     """The device this worker's tensors live on: its GPU (worker i -> GPU i mod k), or the CPU."""
     if interpreted() or not torch.cuda.is_available():

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 from conformance import backend  # noqa: E402
 
 backend.choose()
+backend.share_host_cores()
 
 from conformance import checks, compile_lock  # noqa: E402  (checks imports the kernel: backend chosen first)
 from conformance.comparisons import interpreter_caveat  # noqa: E402

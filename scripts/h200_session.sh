@@ -167,10 +167,10 @@ PY
                tar czf "$out/probe.tgz" -C "$scratch" sass
                tee -a "$out/summary.txt" < "$scratch/sass/probe.log" | cut -c1-400 ;;
         # A failing implementation against passing ones on the same selection (issue 21: at most 1.5x): the project
-        # kernel (the same compiles as the wrong ones, which call it), the eager reference, then each of JUDGE_IMPLS,
-        # each under JUDGE_SECONDS, its wall time and outcome in judge.log.
+        # kernel (the same compiles as the wrong ones, which call it) and the eager reference (JUDGE_PASSING, which
+        # may be empty), then each of JUDGE_IMPLS, each under JUDGE_SECONDS, its wall time and outcome in judge.log.
         judge) selection=${JUDGE_TARGETS:-conformance/test_forward_bits.py conformance/test_gradient_conjugate.py}
-               for impl in impl.rope_triton:apply_rope_triton impl.rope_triton:_apply_rope_torch \
+               for impl in ${JUDGE_PASSING-impl.rope_triton:apply_rope_triton impl.rope_triton:_apply_rope_torch} \
                            ${JUDGE_IMPLS:-conformance.judged.wrong:rotates_leading_channels}; do
                    began=$(date +%s%N)
                    timeout -s INT "${JUDGE_SECONDS:-100}" python3 -m pytest -n 8 $selection \

@@ -117,3 +117,38 @@ def test_reports_and_merges_keep_the_gpu_of_each_case(
     merged = json.loads((report_project.path / "merged" / "ulp-drift.json").read_text(encoding="utf-8"))["cases"]
     assert merged == {**xdist, **serial} and len(merged) == 12
     assert "cuda:0-1" in capsys.readouterr().out  # the devices column
+
+
+@pytest.fixture
+def torch_threads():
+    """Restores PyTorch's thread count after the test."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize(
+    ("cores", "workers", "expected"), [(16, 8, 2), (16, 16, 1), (2, 2, 1), (16, 32, 1), (32, 8, 4)]
+)
+def test_each_worker_takes_its_share_of_the_host_cores(
+    monkeypatch: pytest.MonkeyPatch, torch_threads, cores: int, workers: int, expected: int
+) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", str(workers))
+    monkeypatch.setattr(backend.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert backend.share_host_cores() == expected
+    assert torch.get_num_threads() == expected
+
+
+@pytest.mark.parametrize(("workers", "omp_num_threads"), [("", None), ("1", None), ("8", "3")])
+def test_host_threads_left_alone_outside_xdist_or_where_omp_num_threads_says(
+    monkeypatch: pytest.MonkeyPatch, torch_threads, workers: str, omp_num_threads: str | None
+) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", workers)
+    if omp_num_threads is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp_num_threads)
+    before = torch.get_num_threads()
+    assert backend.share_host_cores() is None
+    assert torch.get_num_threads() == before

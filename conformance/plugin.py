@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -466,7 +466,15 @@ class UlpDriftSession:
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> Generator[None, None, None]:
+        """Prints the ulp-drift section after pytest's own summaries, its list of failed tests included, so that a run
+        ends with the failed tests grouped by test function and the verdict, however many failed."""
+        result = yield
+        self._write_terminal_section(terminalreporter)
+        return result
+
+    def _write_terminal_section(self, terminalreporter: pytest.TerminalReporter) -> None:
         """Prints the group table, baseline deltas, worker warnings, files written and the verdict."""
         if self.is_worker or (self.report is None and not self.errors):
             return

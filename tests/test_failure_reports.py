@@ -98,6 +98,13 @@ def test_the_run_ends_with_one_line_per_test_function_and_what_failed(suite: pyt
             "ulp-drift verdict: FAIL - 0 cases: *; 42 tests failed; no baseline",
         ]
     )
+    # After pytest's list of failed tests, not above it: however many failed, the grouped summary and the verdict are
+    # what the run ends with, above pytest's one closing line.
+    lines = result.stdout.lines
+    assert lines.index("failed tests (42), by test function and what failed them:") > next(
+        i for i, line in enumerate(lines) if "short test summary info" in line
+    )
+    assert lines[-2].startswith("ulp-drift verdict: FAIL") and "42 failed" in lines[-1], "\n".join(lines[-5:])
     markdown = (suite.path / "out" / "ulp-drift.md").read_text(encoding="utf-8")
     assert "- test_fused_equals_oracle: 40 failed: fused-vs-oracle: bit mismatches (40)" in markdown
     assert f"| `test_checks.py::test_fused_equals_oracle[0]` | {LINE} |" in markdown

@@ -471,7 +471,8 @@ class KernelSettings:
 # --in-place; docs/benchmarks.md): (channels, pairs, element size, heads, in place) -> configuration, with its time over
 # a copy (cold for the query and index query, warm for the small 3-D tensors) and, in brackets, what it replaced (out
 # of place: the configuration before, where the sweep's best was 1% faster or more) or the general rule's time (in
-# place). Out of place: the sweep of 2026-12-04 14:41 of this kernel's code; in place: that of 2026-12-04 05:35.
+# place). Out of place: the sweep of 2026-12-04 14:41 of this kernel's code; in place: that of 2026-12-04 05:35,
+# whose choices the sweep of 15:27 confirmed but for the index keys.
 _SWEPT_CONFIGS = {
     (512, 32, 2, 64, False): LaunchConfig(2, 512, 64, 2),  # BF16/FP16 query: 1.070x copy (R4 w2: 1.083x)
     (512, 32, 4, 64, False): LaunchConfig(2, 512, 64, 2),  # FP32 query: 1.017x (R1 w2: 1.036x)
@@ -488,7 +489,8 @@ _SWEPT_CONFIGS = {
     (128, 32, 2, 32, True): LaunchConfig(32, 64, 64, 2),  # BF16/FP16 index query in place: 0.899x (1.097x)
     # BF16/FP16 window KV in place: 0.605x (1.197x); the compressed KV's best, R8 w4, 0.854x (rule: 1.796x)
     (512, 32, 2, 1, True): LaunchConfig(16, 512, 64, 8),
-    (128, 32, 2, 1, True): LaunchConfig(16, 64, 64, 8),  # BF16/FP16 index keys in place: 1.049x (2.134x)
+    # BF16/FP16 index keys in place: 1.041x (16 rows on 8 warps, 1.280x, in the sweep of 2026-12-04 15:27: run 36)
+    (128, 32, 2, 1, True): LaunchConfig(8, 64, 64, 4),
 }
 
 

@@ -445,6 +445,12 @@ class UlpDriftSession:
         if workers or self._silent_workers:
             merged.metadata["xdist_workers"] = workers
             merged.metadata["workers_without_data"] = sorted(self._silent_workers)
+            # Which worker ran on which device (a host with several GPUs pins worker gwN to GPU N mod k), from the
+            # devices its records name: "gw1: cuda:1".
+            merged.metadata["xdist_worker_devices"] = [
+                f"{worker}: {', '.join(sorted({r.device for r in self._worker_reports[worker].cases.values()})) or '-'}"
+                for worker in workers
+            ]
         return merged
 
     def _write_outputs(self) -> None:

@@ -111,6 +111,14 @@ def test_reports_and_merges_keep_the_gpu_of_each_case(
     assert {case["device"] for case in xdist.values()} == {"cuda:0", "cuda:1"}
     serial = json.loads(Path(shards[1]).read_text(encoding="utf-8"))["cases"]
     assert {case["device"] for case in serial.values()} == {"cuda:0"}
+    # Which worker ran on which GPU, in the report's metadata and its Markdown.
+    metadata = json.loads(Path(shards[0]).read_text(encoding="utf-8"))["metadata"]
+    by_worker = {case["detail"]: case["device"] for case in xdist.values()}
+    assert metadata["xdist_worker_devices"] == [
+        f"{worker}: {by_worker[worker] if worker in by_worker else '-'}" for worker in metadata["xdist_workers"]
+    ]
+    markdown = (report_project.path / "s1" / "ulp-drift.md").read_text(encoding="utf-8")
+    assert "xdist_worker_devices: " + ", ".join(metadata["xdist_worker_devices"]) in markdown
 
     capsys.readouterr()
     assert merge.main([str(report_project.path / "merged"), *shards]) == merge.EXIT_MERGED

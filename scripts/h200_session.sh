@@ -3,7 +3,7 @@
 # compute-sanitizer memcheck, benchmarks and the launch sweep, the suite as merged shards and its wall time against the
 # number of xdist workers, each under its own time limit.
 # Usage (repository root, on the GPU machine):
-#   bash scripts/h200_session.sh OUT_DIR [calibration|smoke|suite|profile|sanitize|bench|against|stages|ncu|sweep|probe|judge|contraction|shards|workers|impls|wrong ...]
+#   bash scripts/h200_session.sh OUT_DIR [calibration|smoke|suite|profile|sanitize|bench|against|stages|ncu|sweep|probe|judge|contraction|shards|workers|impls|wrong|two_gpus ...]
 # The image has torch, triton, pytest, pytest-xdist, hypothesis and mpmath; wheels in .whl (scripts/fetch_gpu_wheels.sh)
 # are installed first when present. Everything lands flat in OUT_DIR (the device tool brings back at most 8 files).
 set -uo pipefail
@@ -183,6 +183,44 @@ PY
                done
                tar czf "$out/judge-logs.tgz" -C "$scratch" $(cd "$scratch" && ls judge-*.log judge-*/ulp-drift.md 2>/dev/null)
                tee -a "$out/summary.txt" < "$out/judge.log" > /dev/null ;;
+        # Issue 22, on a host with two GPUs (the device tool's nvidia-h200-x2): the suite over both GPUs (./run's
+        # workers, gwN on GPU N mod 2), with each worker's device, each device's calibration and cases; the suite as 2
+        # shards at once, one a GPU (CUDA_VISIBLE_DEVICES), merged and compared with that unsplit run's cases; and
+        # calls across the two GPUs (scripts/two_gpu_probe.py).
+        two_gpus) began=$(date +%s)
+                  DSV41_REPORT="$scratch/two" timeout -s INT "${TWO_SUITE_SECONDS:-240}" ./run conformance -q \
+                      -p no:cacheprovider -rfE --tb=short > "$out/two-gpus-suite.log" 2>&1 || status=1
+                  echo "suite over both GPUs: $(( $(date +%s) - began )) s:" \
+                       "$(grep -E "passed|failed" "$out/two-gpus-suite.log" | tail -1)" | tee -a "$out/summary.txt"
+                  cp "$scratch/two/ulp-drift.md" "$out/two-gpus-ulp-drift.md" 2>/dev/null
+                  began=$(date +%s)
+                  for group in 1 2; do
+                      CUDA_VISIBLE_DEVICES=$(( group - 1 )) timeout -s INT "${TWO_SHARD_SECONDS:-200}" \
+                          .ci/shard "$group" 2 "$scratch/shards/$group" -q -p no:cacheprovider \
+                          > "$scratch/shards-$group.log" 2>&1 &
+                  done
+                  wait
+                  echo "2 shards at once, one a GPU: $(( $(date +%s) - began )) s:" \
+                       "$(tail -qn1 "$scratch"/shards-*.log | tr '\n' ' ')" | tee -a "$out/summary.txt"
+                  .ci/merge "$scratch/shards" "$scratch/merged" 2 > "$out/two-gpus-merge.log" 2>&1 || status=1
+                  python3 - "$scratch/two/ulp-drift.json" "$scratch/merged/ulp-drift.json" <<'PY' 2>&1 | tee -a "$out/summary.txt"
+import collections
+import json
+import sys
+
+whole, merged = (json.load(open(path)) for path in sys.argv[1:3])
+metadata = whole["metadata"]
+print("workers and their devices:", ", ".join(metadata.get("xdist_worker_devices", [])))
+print("calibration by device:", metadata.get("from_tests", {}).get("kernel calibration"))
+print("cases by device:", dict(sorted(collections.Counter(c["device"] for c in whole["cases"].values()).items())))
+same = lambda a, b: {k: v for k, v in a.items() if k != "device"} == {k: v for k, v in b.items() if k != "device"}
+keys, merged_keys = whole["cases"].keys(), merged["cases"].keys()
+differ = [k for k in keys & merged_keys if not same(whole["cases"][k], merged["cases"][k])]
+print(f"shards merged against the run over both GPUs: {len(keys)} cases unsplit, {len(merged_keys)} merged,"
+      f" {len(keys - merged_keys)} only unsplit, {len(merged_keys - keys)} only merged, {len(differ)} differ")
+PY
+                  tail -3 "$out/two-gpus-merge.log" | tee -a "$out/summary.txt"
+                  python3 -m scripts.two_gpu_probe 2>&1 | tee -a "$out/summary.txt" || status=1 ;;
         *) echo "unknown step $step"; status=2 ;;
     esac
     echo "step $step: $(( $(date +%s) - start )) s, status so far $status" | tee -a "$out/summary.txt"

@@ -160,3 +160,12 @@ def test_host_threads_left_alone_outside_xdist_or_where_omp_num_threads_says(
     before = torch.get_num_threads()
     assert backend.share_host_cores() is None
     assert torch.get_num_threads() == before
+
+
+def test_two_gpu_probe_says_what_it_needs_on_a_host_without_two(capsys: pytest.CaptureFixture) -> None:
+    from scripts import two_gpu_probe
+
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("this host has two GPUs: the probe runs for real (scripts/h200_session.sh two_gpus)")
+    assert two_gpu_probe.main() == 2
+    assert "needs 2 CUDA devices" in capsys.readouterr().out

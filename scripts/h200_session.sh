@@ -80,19 +80,8 @@ PY
                     cp "$scratch/merged/ulp-drift.json" "$out/ulp-drift-cuda.json"
                     cp "$scratch/merged/ulp-drift.md" "$out/ulp-drift.md"
                 fi
-                python3 - "$scratch/merged/ulp-drift.json" "$out/ulp-drift-cuda.json" >> "$out/shards.log" 2>&1 <<'PY'
-import json, sys
-from pathlib import Path
-merged, whole = (Path(p) for p in sys.argv[1:3])
-if not merged.exists() or not whole.exists():
-    sys.exit(f"unsplit comparison: no {merged if not merged.exists() else whole} (run the suite step first)")
-merged, whole = (json.loads(p.read_text())["cases"] for p in (merged, whole))
-same = lambda a, b: {k: v for k, v in a.items() if k != "device"} == {k: v for k, v in b.items() if k != "device"}
-differ = sorted(k for k in merged.keys() & whole.keys() if not same(merged[k], whole[k]))
-print(f"unsplit comparison: {len(whole)} cases unsplit, {len(merged)} merged; {len(whole.keys() - merged.keys())} only"
-      f" unsplit, {len(merged.keys() - whole.keys())} only merged, {len(differ)} differ (device aside)")
-print("".join(f"  differs: {k}\n" for k in differ[:5]), end="")
-PY
+                python3 -m scripts.same_cases "$out/ulp-drift-cuda.json" "$scratch/merged/ulp-drift.json" \
+                    >> "$out/shards.log" 2>&1
                 grep -vE "^(mismatch:|\* =|ulp-drift written|MISSING |NEW |\.\.\. and)" "$out/shards.log" | tail -40 \
                     | tee -a "$out/summary.txt" ;;
         # Wall time of one group of 8 of the suite with 1, 2, 4, 8 and 16 xdist workers on one GPU, within a budget of
@@ -203,22 +192,19 @@ PY
                   echo "2 shards at once, one a GPU: $(( $(date +%s) - began )) s:" \
                        "$(tail -qn1 "$scratch"/shards-*.log | tr '\n' ' ')" | tee -a "$out/summary.txt"
                   .ci/merge "$scratch/shards" "$scratch/merged" 2 > "$out/two-gpus-merge.log" 2>&1 || status=1
-                  python3 - "$scratch/two/ulp-drift.json" "$scratch/merged/ulp-drift.json" <<'PY' 2>&1 | tee -a "$out/summary.txt"
+                  python3 - "$scratch/two/ulp-drift.json" <<'PY' 2>&1 | tee -a "$out/summary.txt"
 import collections
 import json
 import sys
 
-whole, merged = (json.load(open(path)) for path in sys.argv[1:3])
-metadata = whole["metadata"]
+report = json.load(open(sys.argv[1]))
+metadata = report["metadata"]
 print("workers and their devices:", ", ".join(metadata.get("xdist_worker_devices", [])))
 print("calibration by device:", metadata.get("from_tests", {}).get("kernel calibration"))
-print("cases by device:", dict(sorted(collections.Counter(c["device"] for c in whole["cases"].values()).items())))
-same = lambda a, b: {k: v for k, v in a.items() if k != "device"} == {k: v for k, v in b.items() if k != "device"}
-keys, merged_keys = whole["cases"].keys(), merged["cases"].keys()
-differ = [k for k in keys & merged_keys if not same(whole["cases"][k], merged["cases"][k])]
-print(f"shards merged against the run over both GPUs: {len(keys)} cases unsplit, {len(merged_keys)} merged,"
-      f" {len(keys - merged_keys)} only unsplit, {len(merged_keys - keys)} only merged, {len(differ)} differ")
+print("cases by device:", dict(sorted(collections.Counter(c["device"] for c in report["cases"].values()).items())))
 PY
+                  python3 -m scripts.same_cases "$scratch/two/ulp-drift.json" "$scratch/merged/ulp-drift.json" \
+                      --label "shards merged against the run over both GPUs" 2>&1 | tee -a "$out/summary.txt"
                   tail -3 "$out/two-gpus-merge.log" | tee -a "$out/summary.txt"
                   python3 -m scripts.two_gpu_probe 2>&1 | tee -a "$out/summary.txt" || status=1 ;;
         *) echo "unknown step $step"; status=2 ;;

@@ -62,7 +62,9 @@ class GraphTimer:
     backward on its forward's stream, and a capture allows no other).
 
     A copy is timed by :meth:`time_copy`: captured, ``clone()`` becomes a memcpy node, which ran at about 2.8 TB/s
-    on the H200 for tensors of 512 MiB and more against 4.2 TB/s for the same clone launched in a stream.
+    on the H200 for tensors of 512 MiB and more against 4.2 TB/s for the same clone launched in a stream; so the
+    faster of the two is its floor, the stream launch timed so that it pays its write-back (:meth:`stream_cold_ms`)
+    as every graph-timed call does.
     """
 
     FLUSH_BYTES = 256 * MIB
@@ -167,26 +169,37 @@ class GraphTimer:
             best = min(best, self.gpu_ms(lambda: triton_copy(values), cold))
         return best
 
-    def _stream_cold_ms(self, fn: Callable[[], object]) -> float:
-        """Median time of ``fn`` launched in a stream right after a flush: CUDA events around each call; the flush
-        keeps the GPU busy while the host launches the call, so no host time enters."""
-        times = []
+    def stream_cold_ms(self, fn: Callable[[], object], *, write_back: bool = True) -> float:
+        """Median time of ``fn`` launched in a stream right after a flush, between CUDA events (the flush keeps the
+        GPU busy while the host launches the call, so no host time enters).
+
+        With ``write_back`` (the copy floor's method), the events hold (call; flush) and a second pair holds (flush)
+        alone, and the difference is taken: the call then pays for writing back the dirty lines it leaves in the L2,
+        as it does in :meth:`cold_ms` and in back-to-back replays. Without it the interval ends when the stores
+        reach the L2: up to an L2 of output (all 32 MB of the index query's) is never written back inside it, which
+        made a cold ``clone`` of the index query read 0.0178 ms against 0.0230 ms by :meth:`cold_ms` (H200,
+        ``scripts/cold_floor_probe.py``, 2026-12-04)."""
+        bodies = ([fn, self.flush], [self.flush]) if write_back else ([fn],)
+        times: list[list[float]] = [[] for _ in bodies]
         for _ in range(self.replays):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            self.flush()
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        return float(np.median(times))
+            for body, body_times in zip(bodies, times, strict=True):
+                self.flush()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for step in body:
+                    step()
+                end.record()
+                end.synchronize()
+                body_times.append(start.elapsed_time(end))
+        medians = [float(np.median(body_times)) for body_times in times]
+        return medians[0] - medians[1] if write_back else medians[0]
 
     def time_copy(self, fn: Callable[[], object]) -> Timing:
-        """Times a copy (``clone()``): each figure the faster of graph replay and a stream launch (cold), so that
-        the floor is the copy's best, whichever engine runs it."""
+        """Times a copy (``clone()``): each figure the faster of graph replay and a stream launch (cold, paying its
+        write-back: :meth:`stream_cold_ms`), so that the floor is the copy's best, whichever engine runs it."""
         graphed = self.time(fn)
-        stream_cold_ms = self._stream_cold_ms(fn)
-        return Timing(min(graphed.warm_ms, stream_cold_ms), min(graphed.cold_ms, stream_cold_ms), graphed.host_ms)
+        stream_ms = self.stream_cold_ms(fn)
+        return Timing(min(graphed.warm_ms, stream_ms), min(graphed.cold_ms, stream_ms), graphed.host_ms)
 
 
 @functools.cache

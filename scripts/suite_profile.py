@@ -96,6 +96,9 @@ class _Tally:
 
 
 _TALLY = _Tally()
+# Wall-clock moments of this process (epoch seconds), for the run's phases: start-up before the first test, the tests,
+# and the end after the last (the controller's report and summary). Written at unconfigure as phases-<worker>.json.
+_MOMENTS: dict[str, float] = {}
 _TIMED = {
     "oracle": ("oracle.eager", ("apply_rope", "apply_rope_backward", "complex_multiply", "eager_multiply")),
     "truth": ("oracle.truth", ("apply_rope", "apply_rope_mpmath", "certify")),
@@ -107,6 +110,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Wrap the timed functions (after the conftest chose the backend) and hook Triton's compiles."""
     if not os.environ.get(_ENV):
         return
+    _MOMENTS["configure"] = time.time()
     import importlib
 
     for category, (module_name, names) in _TIMED.items():
@@ -126,8 +130,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         yield
         return
     _TALLY.reset()
+    _MOMENTS.setdefault("first_test", time.time())
     begin = time.perf_counter()
     yield
+    _MOMENTS["last_test_end"] = time.time()
     record = {
         "test": item.nodeid,
         "seconds": round(time.perf_counter() - begin, 4),
@@ -140,6 +146,44 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with open(directory / f"profile-{worker}.jsonl", "a") as file:
         file.write(json.dumps(record) + "\n")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if os.environ.get(_ENV):
+        _MOMENTS["sessionfinish"] = time.time()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not os.environ.get(_ENV):
+        return
+    _MOMENTS["unconfigure"] = time.time()
+    directory = Path(os.environ[_ENV])
+    directory.mkdir(parents=True, exist_ok=True)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    (directory / f"phases-{worker}.json").write_text(json.dumps(_MOMENTS))
+
+
+def phases(directory: Path) -> str:
+    """Where the run's wall time goes outside its tests: from the controller's start to each worker's first test,
+    the tests, and from the last test's end to the controller's end (its report, baseline gate and summary)."""
+    moments = {
+        path.stem.removeprefix("phases-"): json.loads(path.read_text()) for path in directory.glob("phases-*.json")
+    }
+    main, workers = moments.pop("main", None), [m for m in moments.values() if "first_test" in m]
+    if not main or not workers:
+        return "phases: not recorded (no phases-main.json, or no worker ran a test)"
+    start = main["configure"]
+    first = sorted(m["first_test"] - start for m in workers)
+    configured = sorted(m["configure"] - start for m in workers)
+    last_end = max(m["last_test_end"] for m in workers) - start
+    end = main.get("unconfigure", main.get("sessionfinish", start)) - start
+    return (
+        f"phases (s from the controller's start): workers configured {configured[0]:.1f}-{configured[-1]:.1f}, first"
+        f" tests {first[0]:.1f}-{first[-1]:.1f}, last test ends {last_end:.1f}, controller's session finish"
+        f" {main.get('sessionfinish', float('nan')) - start:.1f}, its end {end:.1f}"
+    )
 
 
 def _function_of(node_id: str) -> str:
@@ -205,6 +249,7 @@ def summarize(directory: Path, top: int = 25) -> str:
             f"{record['test']}"
         )
     lines += ["", "per worker: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in sorted(workers.items()))]
+    lines += [phases(directory)]
     return "\n".join(lines)
 
 

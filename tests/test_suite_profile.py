@@ -1,0 +1,46 @@
+"""``scripts/suite_profile.py`` reads a profiled run back: per test function its seconds, and the run's phases outside
+its tests (start-up before the first test, the end after the last), from the files its plugin writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _summary(directory: Path) -> str:
+    # Run as the session step runs it (tests do not import scripts).
+    result = subprocess.run(
+        [sys.executable, "-m", "scripts.suite_profile", str(directory)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_phases_are_measured_from_the_controllers_start(tmp_path: Path) -> None:
+    start = 1_000_000.0
+    (tmp_path / "phases-main.json").write_text(
+        json.dumps({"configure": start, "sessionfinish": start + 40.0, "unconfigure": start + 43.5})
+    )
+    for worker, configured, first, last in (("gw0", 9.5, 13.0, 38.0), ("gw1", 12.4, 13.6, 38.5)):
+        moments = {"configure": start + configured, "first_test": start + first, "last_test_end": start + last}
+        (tmp_path / f"phases-{worker}.json").write_text(json.dumps(moments))
+        (tmp_path / f"profile-{worker}.jsonl").write_text(json.dumps({"test": "t.py::test_a", "seconds": 2.0}) + "\n")
+    summary = _summary(tmp_path)
+    assert "2 tests on 2 workers" in summary
+    assert (
+        "phases (s from the controller's start): workers configured 9.5-12.4, first tests 13.0-13.6, last test ends"
+        " 38.5, controller's session finish 40.0, its end 43.5"
+    ) in summary, summary
+
+
+def test_a_run_without_phases_says_so(tmp_path: Path) -> None:
+    (tmp_path / "profile-gw0.jsonl").write_text(json.dumps({"test": "t.py::test_a", "seconds": 1.0}) + "\n")
+    assert "phases: not recorded" in _summary(tmp_path)

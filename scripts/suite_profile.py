@@ -124,6 +124,13 @@ def pytest_configure(config: pytest.Config) -> None:
     _TALLY.hook_compiles(knobs.runtime)
 
 
+def _output(kind: str, suffix: str) -> Path:
+    """This process's file of ``kind`` in the profile folder: ``<kind>-<xdist worker, or main>.<suffix>``."""
+    directory = Path(os.environ[_ENV])
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / f"{kind}-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.{suffix}"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     if not os.environ.get(_ENV):
@@ -141,10 +148,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         **{f"{name}_calls": value for name, value in _TALLY.counts.items()},
         "builds": [hashlib.sha256(build.encode()).hexdigest()[:16] for build in _TALLY.builds],
     }
-    directory = Path(os.environ[_ENV])
-    directory.mkdir(parents=True, exist_ok=True)
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    with open(directory / f"profile-{worker}.jsonl", "a") as file:
+    with open(_output("profile", "jsonl"), "a") as file:
         file.write(json.dumps(record) + "\n")
 
 
@@ -159,10 +163,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if not os.environ.get(_ENV):
         return
     _MOMENTS["unconfigure"] = time.time()
-    directory = Path(os.environ[_ENV])
-    directory.mkdir(parents=True, exist_ok=True)
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    (directory / f"phases-{worker}.json").write_text(json.dumps(_MOMENTS))
+    _output("phases", "json").write_text(json.dumps(_MOMENTS))
 
 
 def phases(directory: Path) -> str:

@@ -96,3 +96,23 @@ def test_install_sets_both_hooks_of_triton():
         assert knobs.runtime.jit_post_compile_hook == lock.after_compile
     finally:
         knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook = saved
+
+
+def test_install_has_triton_start_up_before_it_locks(monkeypatch):
+    knobs = __import__("triton").knobs
+    saved = knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook
+    hooks_at_start_up = []
+    monkeypatch.setattr(
+        compile_lock,
+        "start_triton",
+        lambda: hooks_at_start_up.append((knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook)),
+    )
+    try:
+        lock = compile_lock.install()
+        assert hooks_at_start_up, "install() locked compiles without starting Triton up first"
+        assert hooks_at_start_up == [saved], (
+            f"Triton started up under the hooks {hooks_at_start_up[0]}, not those before install() ({saved}): its "
+            f"first compile would wait on the lock; installed: {lock.before_compile}"
+        )
+    finally:
+        knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook = saved

@@ -7,6 +7,7 @@ device), before any test module imports a kernel, and pins each xdist worker to 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import types
@@ -28,7 +29,7 @@ from conformance import backend  # noqa: E402
 backend.choose()
 backend.share_host_cores()
 
-from conformance import checks, compile_lock  # noqa: E402  (checks imports the kernel: backend chosen first)
+from conformance import cases, checks, compile_lock  # noqa: E402  (checks imports the kernel: backend chosen first)
 from conformance.comparisons import interpreter_caveat  # noqa: E402
 from conformance.implementation import PROJECT_MODULE, Implementation  # noqa: E402
 from conformance.plugin import add_run_metadata  # noqa: E402
@@ -54,9 +55,36 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Compile-bound tests first (``@pytest.mark.compile_bound``: seconds each on a GPU, the suite's longest), so
-    that xdist starts them early, spread over its workers, instead of ending a run on one of them; the order is
-    otherwise kept (a stable sort: every worker collects the same order, as xdist requires)."""
-    items.sort(key=lambda item: item.get_closest_marker("compile_bound") is None)
+    that xdist starts them early, spread over its workers, instead of ending a run on one of them. Within a test
+    function, the tests that launch the same kernel specializations are spread apart: each group's first test, then
+    each group's second, and so on. xdist hands neighbouring tests to different workers at the same moment, and where
+    they needed one specialization, one worker built it while the others waited on the compile lock (52 of the
+    in-place tests' 76 worker-seconds, H200, docs/ci.md); spread, the first tests build different specializations
+    at once and the later ones load them. The order is otherwise kept (stable sorts: every worker collects the same
+    order, as xdist requires)."""
+    first_of_function: dict[object, int] = {}
+    seen_in_group: dict[tuple, int] = {}
+    order: dict[int, tuple[bool, int, int]] = {}
+    for index, item in enumerate(items):
+        function = getattr(item, "function", item.nodeid)
+        first = first_of_function.setdefault(function, index)
+        group = _kernel_group(item)
+        rank = seen_in_group.get(group, 0)
+        seen_in_group[group] = rank + 1
+        order[id(item)] = (item.get_closest_marker("compile_bound") is None, first, rank)
+    items.sort(key=lambda item: order[id(item)])
+
+
+def _kernel_group(item: pytest.Item) -> tuple:
+    """What decides the kernel specializations a test launches: its test function and parameters, less its case's
+    direction and value regime (the conjugate is a runtime argument of one compiled kernel; the values are data)."""
+    parameters = getattr(getattr(item, "callspec", None), "params", {})
+    group: list[object] = [getattr(item, "function", item.nodeid)]
+    for name, value in sorted(parameters.items()):
+        if isinstance(value, cases.Case):
+            value = dataclasses.replace(value, inverse=False, regime="")
+        group.append((name, repr(value)))
+    return tuple(group)
 
 
 # Hypothesis profiles for conformance/test_generated_layouts.py, chosen with `--hypothesis-profile NAME`

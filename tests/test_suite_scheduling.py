@@ -1,5 +1,5 @@
-"""How the conformance suite hands its tests to pytest-xdist: compile-bound tests first, then, on a GPU, one test at
-a time.
+"""How the conformance suite hands its tests to pytest-xdist: compile-bound tests first, tests of one kernel
+specialization spread apart, and, on a GPU, one test at a time.
 
 On the H200 the generated-layout shards (each builds a kernel per example) once all went to two workers in chunks of
 consecutive tests, and the run ended 230 s after the other six workers had finished (docs/gpu-runs/README.md).
@@ -7,12 +7,14 @@ consecutive tests, and the run ended 230 s after the other six workers had finis
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from conformance import conftest
+from conformance import cases, conftest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,14 +31,34 @@ def _collected(*paths: str) -> list[str]:
     return [line for line in result.stdout.splitlines() if "::" in line]
 
 
-def test_compile_bound_tests_are_collected_first_and_the_rest_keep_their_order():
+def test_compile_bound_tests_are_collected_first():
     forward_bits = _collected("conformance/test_forward_bits.py")
     both = _collected("conformance/test_forward_bits.py", "conformance/test_generated_layouts.py")
     generated = [node for node in both if "test_generated_layouts.py" in node]
     assert generated, "no generated-layout tests collected"
     assert both == generated + forward_bits, (
         f"expected the {len(generated)} generated-layout tests (compile-bound) first, then test_forward_bits.py in "
-        f"its own order; got first {both[:3]}"
+        f"the order it has alone; got first {both[:3]}"
+    )
+
+
+def test_tests_launching_one_kernel_specialization_are_spread_apart():
+    """In-place tests of one case differ only in direction and values, which one compiled kernel serves: every
+    case's first test comes before any case's second, so that xdist's workers start on different kernels."""
+    by_id = {case.id: case for case in cases.all_cases()}
+    prefix = "conformance/test_in_place.py::test_in_place_equals_out_of_place["
+    ids = [node.removeprefix(prefix)[:-1] for node in _collected("conformance/test_in_place.py") if prefix in node]
+    assert len(ids) > 100, f"only {len(ids)} in-place tests collected"
+    seen: collections.Counter = collections.Counter()
+    ranks = []
+    for test_id in ids:
+        group = dataclasses.replace(by_id[test_id], inverse=False, regime="")
+        ranks.append(seen[group])
+        seen[group] += 1
+    later = next((i for i in range(1, len(ranks)) if ranks[i] < ranks[i - 1]), None)
+    assert later is None, (
+        f"{ids[later]} is its kernel's first test, but comes after {ids[later - 1]}, test {ranks[later - 1] + 1} of "
+        f"its own kernel"
     )
 
 

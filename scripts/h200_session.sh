@@ -42,12 +42,17 @@ PY
                grep -E "passed|failed|verdict" "$out/suite.log" | tail -3 | tee -a "$out/summary.txt" ;;
         # Where the suite's time goes (scripts/suite_profile.py): the suite, or the part PROFILE_ARGS selects (e.g.
         # "--splits 8 --group 1"), with per-test wall time, Triton compiles and oracle seconds, under PROFILE_SECONDS.
-        profile) DSV41_PROFILE_DIR="$scratch/profile" DSV41_REPORT="$scratch/profile-report" \
+        # PROFILE_TAG names a run's files apart (profile$PROFILE_TAG.txt), for several profiles in one call.
+        profile) tag=${PROFILE_TAG:-}
+                 DSV41_PROFILE_DIR="$scratch/profile$tag" DSV41_REPORT="$scratch/profile-report$tag" \
                      timeout -s INT "${PROFILE_SECONDS:-120}" ./run conformance -q -p no:cacheprovider \
-                     -p scripts.suite_profile --durations=0 ${PROFILE_ARGS:-} > "$out/profile-suite.log" 2>&1 || status=1
-                 python3 -m scripts.suite_profile "$scratch/profile" --top 40 > "$out/profile.txt" 2>&1
-                 grep -E "passed|failed|verdict" "$out/profile-suite.log" | tail -3 | tee -a "$out/summary.txt"
-                 head -30 "$out/profile.txt" ;;
+                     -p scripts.suite_profile --durations=0 ${PROFILE_ARGS:-} > "$out/profile-suite$tag.log" 2>&1 \
+                     || status=1
+                 python3 -m scripts.suite_profile "$scratch/profile$tag" --top 40 > "$out/profile$tag.txt" 2>&1
+                 echo "profile$tag:" | tee -a "$out/summary.txt"
+                 grep -E "passed|failed|verdict" "$out/profile-suite$tag.log" | tail -3 | tee -a "$out/summary.txt"
+                 tail -1 "$out/profile$tag.txt" | tee -a "$out/summary.txt"
+                 head -30 "$out/profile$tag.txt" ;;
         sanitize) timeout "${SANITIZE_SECONDS:-150}" compute-sanitizer --tool memcheck --error-exitcode 1 \
                       python3 -m scripts.sanitize_probe > "$out/sanitize.log" 2>&1 || status=1
                   tail -3 "$out/sanitize.log" | tee -a "$out/summary.txt" ;;

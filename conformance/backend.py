@@ -39,6 +39,26 @@ def worker_index() -> int:
     return int(worker.removeprefix("gw")) if worker.startswith("gw") else 0
 
 
+def host_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def gpu_workers() -> int | None:
+    """xdist's worker count for ``-n auto`` on this machine's GPUs, or None without CUDA (xdist's default then: a
+    worker per core).
+
+    16 workers a GPU where every GPU has at least 120 GiB and the host a core for each worker, else 8: full-size cases
+    take several GB each, and on the H200 16 workers ran the suite in 141-149 s where 8 had not finished in 190 s
+    (docs/ci.md)."""
+    if interpreted() or not torch.cuda.is_available():
+        return None
+    gpus = torch.cuda.device_count()
+    memory = min(torch.cuda.get_device_properties(i).total_memory for i in range(gpus))
+    cores = host_cores()
+    return gpus * (16 if memory >= 120 * 2**30 and cores >= 16 * gpus else 8)
+
+
 def share_host_cores() -> int | None:
     """Give this xdist worker its share of the host's cores for PyTorch's CPU work (the oracle, the truth, the
     comparisons on the CPU), and return the thread count set; None when it leaves PyTorch's default: outside xdist, or
@@ -49,7 +69,7 @@ def share_host_cores() -> int | None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if workers <= 1 or os.environ.get("OMP_NUM_THREADS"):
         return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = host_cores()
     threads = max(1, cores // workers)
     torch.set_num_threads(threads)
     return threads

@@ -217,6 +217,14 @@ def release_frames(error: BaseException) -> None:
             pending += list(current.exceptions)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` on GPUs: ``conformance.backend.gpu_workers`` (16 or 8 a GPU); on a CPU, xdist's own count."""
+    from conformance import backend  # imports torch: not when this module loads
+
+    return backend.gpu_workers()
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     """Names the implementation under test at the top of the run."""
     return config.stash[_SELECTION].header()

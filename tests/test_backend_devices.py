@@ -8,12 +8,13 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 import torch
 
-from conformance import backend, merge
+from conformance import backend, merge, pytest_plugin
 from conformance.report import checked_device
 
 pytest_plugins = ["pytester"]
@@ -60,6 +61,29 @@ def test_without_xdist_or_with_the_interpreter(fake_gpus, monkeypatch: pytest.Mo
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw3")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert backend.name() == "interpreter" and str(backend.device()) == "cpu"
+
+
+@pytest.mark.parametrize(
+    ("gpus", "gib", "cores", "expected"),
+    [(1, 141, 16, 16), (2, 141, 32, 32), (2, 141, 16, 16), (1, 80, 64, 8), (8, 141, 128, 128), (4, 80, 128, 32)],
+)
+def test_n_auto_takes_16_workers_a_large_gpu_with_the_cores_for_them_else_8(
+    fake_gpus, monkeypatch: pytest.MonkeyPatch, gpus: int, gib: int, cores: int, expected: int
+) -> None:
+    fake_gpus(gpus)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(total_memory=gib * 2**30))
+    monkeypatch.setattr(backend.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    workers = pytest_plugin.pytest_xdist_auto_num_workers(config=None)
+    assert workers == expected, f"-n auto on {gpus} GPUs of {gib} GiB, {cores} cores: {workers} workers"
+
+
+def test_n_auto_is_xdists_own_on_a_cpu(fake_gpus, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_gpus(1)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert pytest_plugin.pytest_xdist_auto_num_workers(config=None) is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert pytest_plugin.pytest_xdist_auto_num_workers(config=None) is None
 
 
 def test_a_case_names_the_device_that_ran_it() -> None:

@@ -59,9 +59,15 @@ IN_PLACE_GROUPS = (
     ("query", torch.bfloat16),
     ("query", torch.float32),
     ("index_query", torch.bfloat16),
+    ("index_query", torch.float32),
     ("window_kv", torch.bfloat16),
+    ("window_kv", torch.float32),
     ("compressed_kv", torch.bfloat16),
+    ("compressed_kv", torch.float32),
     ("index_keys", torch.bfloat16),
+    ("index_keys", torch.float32),
+    ("large_2gb", torch.bfloat16),
+    ("large_2gb", torch.float32),
 )
 DTYPES = (torch.bfloat16, torch.float32)
 SEQUENCE = 4096

@@ -491,6 +491,13 @@ _SWEPT_CONFIGS = {
     (512, 32, 2, 1, True): LaunchConfig(16, 512, 64, 8),
     # BF16/FP16 index keys in place: 1.041x (16 rows on 8 warps, 1.280x, in the sweep of 2026-12-04 15:27: run 36)
     (128, 32, 2, 1, True): LaunchConfig(8, 64, 64, 4),
+    # FP32 in place, the sweep of 2026-12-04 19:00 (run 48), cold: the index query 0.624x (rule, R16 w2: 0.664x);
+    # the window KV 0.414x (R8 w4: 0.455x) and the compressed KV, the same key, 0.649x (0.674x; its best, R4 w2,
+    # 0.634x); the index keys 1.057x (R8 w4: 1.185x); the 2 GB tensor 0.140x (R16 w2: 0.145x)
+    (128, 32, 4, 32, True): LaunchConfig(16, 64, 64, 4),
+    (512, 32, 4, 1, True): LaunchConfig(16, 512, 64, 8),
+    (128, 32, 4, 1, True): LaunchConfig(4, 64, 64, 2),
+    (512, 32, 4, 128, True): LaunchConfig(16, 512, 64, 4),
 }
 
 

@@ -99,6 +99,9 @@ _TALLY = _Tally()
 # Wall-clock moments of this process (epoch seconds), for the run's phases: start-up before the first test, the tests,
 # and the end after the last (the controller's report and summary). Written at unconfigure as phases-<worker>.json.
 _MOMENTS: dict[str, float] = {}
+# When this process loaded the plugin: with `-p scripts.suite_profile`, as pytest starts, before it imports the
+# conftests (which import torch: seconds on a GPU runner, before xdist starts a worker).
+_LOADED = time.time()
 _TIMED = {
     "oracle": ("oracle.eager", ("apply_rope", "apply_rope_backward", "complex_multiply", "eager_multiply")),
     "truth": ("oracle.truth", ("apply_rope", "apply_rope_mpmath", "certify")),
@@ -110,6 +113,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Wrap the timed functions (after the conftest chose the backend) and hook Triton's compiles."""
     if not os.environ.get(_ENV):
         return
+    _MOMENTS["loaded"] = _LOADED
     _MOMENTS["configure"] = time.time()
     import importlib
 
@@ -167,22 +171,27 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def phases(directory: Path) -> str:
-    """Where the run's wall time goes outside its tests: from the controller's start to each worker's first test,
-    the tests, and from the last test's end to the controller's end (its report, baseline gate and summary)."""
+    """Where the run's wall time goes outside its tests: from the controller's start (its loading this plugin, else
+    its configure) to its configure (the conftests' imports), each worker's start and configure, and first test, the
+    tests, and from the last test's end to the controller's end (its report, baseline gate and summary)."""
     moments = {
         path.stem.removeprefix("phases-"): json.loads(path.read_text()) for path in directory.glob("phases-*.json")
     }
     main, workers = moments.pop("main", None), [m for m in moments.values() if "first_test" in m]
     if not main or not workers:
         return "phases: not recorded (no phases-main.json, or no worker ran a test)"
-    start = main["configure"]
+    start = main.get("loaded", main["configure"])
     first = sorted(m["first_test"] - start for m in workers)
     configured = sorted(m["configure"] - start for m in workers)
+    loaded = sorted(m["loaded"] - start for m in workers if "loaded" in m)
     last_end = max(m["last_test_end"] for m in workers) - start
     end = main.get("unconfigure", main.get("sessionfinish", start)) - start
+    before = f"controller configured {main['configure'] - start:.1f}, " if "loaded" in main else ""
+    if loaded:
+        before += f"workers started {loaded[0]:.1f}-{loaded[-1]:.1f}, "
     return (
-        f"phases (s from the controller's start): workers configured {configured[0]:.1f}-{configured[-1]:.1f}, first"
-        f" tests {first[0]:.1f}-{first[-1]:.1f}, last test ends {last_end:.1f}, controller's session finish"
+        f"phases (s from the controller's start): {before}workers configured {configured[0]:.1f}-{configured[-1]:.1f},"
+        f" first tests {first[0]:.1f}-{first[-1]:.1f}, last test ends {last_end:.1f}, controller's session finish"
         f" {main.get('sessionfinish', float('nan')) - start:.1f}, its end {end:.1f}"
     )
 

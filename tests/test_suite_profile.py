@@ -41,6 +41,27 @@ def test_phases_are_measured_from_the_controllers_start(tmp_path: Path) -> None:
     ) in summary, summary
 
 
+def test_phases_count_from_the_plugins_load_where_recorded(tmp_path: Path) -> None:
+    start = 1_000_000.0
+    (tmp_path / "phases-main.json").write_text(
+        json.dumps({"loaded": start, "configure": start + 4.9, "sessionfinish": start + 45, "unconfigure": start + 48})
+    )
+    for worker, loaded, configured in (("gw0", 5.2, 14.4), ("gw1", 5.6, 17.3)):
+        moments = {
+            "loaded": start + loaded,
+            "configure": start + configured,
+            "first_test": start + 18.0,
+            "last_test_end": start + 44.0,
+        }
+        (tmp_path / f"phases-{worker}.json").write_text(json.dumps(moments))
+        (tmp_path / f"profile-{worker}.jsonl").write_text(json.dumps({"test": "t.py::test_a", "seconds": 2.0}) + "\n")
+    assert (
+        "phases (s from the controller's start): controller configured 4.9, workers started 5.2-5.6, workers"
+        " configured 14.4-17.3, first tests 18.0-18.0, last test ends 44.0, controller's session finish 45.0, its"
+        " end 48.0"
+    ) in _summary(tmp_path)
+
+
 def test_a_run_without_phases_says_so(tmp_path: Path) -> None:
     (tmp_path / "profile-gw0.jsonl").write_text(json.dumps({"test": "t.py::test_a", "seconds": 1.0}) + "\n")
     assert "phases: not recorded" in _summary(tmp_path)

@@ -18,12 +18,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-
-from benchmarks.common import GraphTimer, cuda_available
-
-NO_CUDA_EXIT_CODE = 2
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+from benchmarks.common import NO_CUDA_EXIT_CODE, GraphTimer, cuda_available
+from benchmarks.shapes import CASES, DTYPES
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -37,7 +33,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return NO_CUDA_EXIT_CODE
     from benchmarks.against import load_revision
     from benchmarks.in_place import IN_PLACE_HEADER, format_in_place_row, load_flash_attention_rotary, measure_in_place
-    from benchmarks.shapes import CASES
     from impl import rope_triton as ours
 
     other, other_hash = load_revision(args.revision, Path(tempfile.mkdtemp()))

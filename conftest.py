@@ -8,13 +8,15 @@ worker process runs this file too (``conformance/conftest.py`` pins worker ``gwN
 ``conformance.pytest_plugin`` (the implementation under test, ``--rope-impl``) loads the ulp-drift report plugin. An
 installed distribution registers it as a pytest11 entry point of the same name, which this line then finds loaded; a
 checkout run without installing (a GPU runner's) loads it from here.
+
+Nothing here imports torch: xdist's controller only hands tests out to its workers, and torch's import (3-7 s on the
+H200) would delay their start (docs/ci.md).
 """
 
 from __future__ import annotations
 
-import torch
-
-from conformance import backend
+from conformance import backend, provenance
+from conformance.pytest_plugin import runs_tests
 
 backend.choose()
 
@@ -22,13 +24,13 @@ pytest_plugins = ["conformance.pytest_plugin"]
 
 
 def pytest_report_header(config) -> list[str]:
-    """Say which backend and device ran the session, at the top of the run."""
-    import triton
-
-    where = torch.cuda.get_device_name(backend.device()) if backend.device().type == "cuda" else "CPU"
-    versions = f"torch {torch.__version__}, triton {triton.__version__}"
-    lines = [f"dsv41-rope: kernel backend {backend.name()} on {where}; {versions}"]
-    problem = backend.interpreter_fma_problem()
+    """Say which backend and devices run the session, at the top of the run (the interpreter's fma check, which
+    imports torch, where this process runs tests; under xdist each skipped test gives it)."""
+    versions = provenance.versions()
+    where = (provenance.gpu_names() or "no GPU found") if backend.name() == "cuda" else "CPU"
+    software = f"torch {versions['torch']}, triton {versions['triton']}"
+    lines = [f"dsv41-rope: kernel backend {backend.name()} on {where}; {software}"]
+    problem = backend.interpreter_fma_problem() if runs_tests(config) else None
     if problem:
         lines.append(f"dsv41-rope: {problem}")
     return lines

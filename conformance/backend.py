@@ -4,22 +4,31 @@
 (unless the caller set it), so the same kernel source runs on CPU tensors. The root conftest of a checkout, the
 suite's own conftest (an installed suite has no root conftest) and the implementation-selection plugin, before it
 imports the implementation named on the command line, all call it. Under xdist, worker ``gwN`` uses GPU ``N mod k``.
+
+Nothing here imports torch when the module loads, and neither do :func:`choose`, :func:`name` and :func:`gpu_workers`
+(``conformance.devices`` answers them): xdist's controller, which only hands tests out, calls them and never imports
+torch, so that its workers start seconds sooner.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+from typing import TYPE_CHECKING
 
-import torch
+from conformance import devices
+
+if TYPE_CHECKING:
+    import torch
 
 
 def choose() -> None:
-    """Run Triton kernels in the interpreter when there is no CUDA device (unless ``TRITON_INTERPRET`` is set).
+    """Run Triton kernels in the interpreter when torch cannot run on a GPU here (unless ``TRITON_INTERPRET`` is set):
+    a CPU build of torch, or no device the CUDA driver lists (``conformance.devices.cuda_usable``).
 
     Triton reads ``TRITON_INTERPRET`` when a ``@triton.jit`` function is defined, so this must run before any module
     that defines a kernel is imported; calling it again changes nothing."""
-    if not torch.cuda.is_available():
+    if not devices.cuda_usable():
         os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
@@ -51,12 +60,12 @@ def gpu_workers() -> int | None:
     16 workers a GPU where every GPU has at least 120 GiB and the host a core for each worker, else 8: full-size cases
     take several GB each, and on the H200 16 workers ran the suite in 141-149 s where 8 had not finished in 190 s
     (docs/ci.md)."""
-    if interpreted() or not torch.cuda.is_available():
+    if interpreted() or not devices.cuda_usable():
         return None
-    gpus = torch.cuda.device_count()
-    memory = min(torch.cuda.get_device_properties(i).total_memory for i in range(gpus))
+    gpus = devices.driver_devices()
+    memory = min(gpu.total_memory for gpu in gpus)
     cores = host_cores()
-    return gpus * (16 if memory >= 120 * 2**30 and cores >= 16 * gpus else 8)
+    return len(gpus) * (16 if memory >= 120 * 2**30 and cores >= 16 * len(gpus) else 8)
 
 
 def share_host_cores() -> int | None:
@@ -69,6 +78,8 @@ def share_host_cores() -> int | None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if workers <= 1 or os.environ.get("OMP_NUM_THREADS"):
         return None
+    import torch
+
     cores = host_cores()
     threads = max(1, cores // workers)
     torch.set_num_threads(threads)
@@ -77,6 +88,8 @@ def share_host_cores() -> int | None:
 
 def device() -> torch.device:
     """The device this worker's tensors live on: its GPU (worker i -> GPU i mod k), or the CPU."""
+    import torch
+
     if interpreted() or not torch.cuda.is_available():
         return torch.device("cpu")
     return torch.device("cuda", worker_index() % torch.cuda.device_count())
@@ -93,6 +106,7 @@ def interpreter_fma_problem() -> str | None:
     """
     if not interpreted():
         return None
+    import torch
     import triton
     import triton.language as tl
 
@@ -145,6 +159,7 @@ def interpreter_cast_problems() -> dict[str, str]:
     """
     if not interpreted():
         return {}
+    import torch
     import triton
     import triton.language as tl
 

@@ -3,6 +3,10 @@ kernel's module for the suites of its internals; and the hypothesis profiles of 
 
 An installed suite has no root conftest, so this file chooses the backend too (``TRITON_INTERPRET=1`` without a CUDA
 device), before any test module imports a kernel, and pins each xdist worker to its GPU.
+
+Nothing here imports torch, the kernel or the oracle when the module loads: xdist's controller loads it too, only to
+hand the tests out, and torch's import (3-7 s on the H200) would delay its workers' start. The hooks and fixtures
+that need them, which run where tests run, import them.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import dataclasses
 import os
 import sys
 import types
+from typing import TYPE_CHECKING
 
 # torch.compile's inductor compiles in a pool of subprocesses, which an xdist worker's exit waits to shut down: on the
 # H200 every worker of a 16-worker run sat in that shutdown after the last test had passed, until the call's time
@@ -21,36 +26,47 @@ if "torch._inductor.config" in sys.modules:
     sys.modules["torch._inductor.config"].compile_threads = int(os.environ["TORCHINDUCTOR_COMPILE_THREADS"])
 
 import pytest  # noqa: E402
-import torch  # noqa: E402
 from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 
 from conformance import backend  # noqa: E402
 
 backend.choose()
-backend.share_host_cores()
 
-from conformance import cases, checks, compile_lock  # noqa: E402  (checks imports the kernel: backend chosen first)
-from conformance.comparisons import interpreter_caveat  # noqa: E402
-from conformance.implementation import PROJECT_MODULE, Implementation  # noqa: E402
+from conformance.implementation import PROJECT_MODULE  # noqa: E402
 from conformance.plugin import add_run_metadata  # noqa: E402
-from conformance.pytest_plugin import implementation_under_test  # noqa: E402
+from conformance.pytest_plugin import implementation_under_test, runs_tests  # noqa: E402
 from conformance.report import IMPLEMENTATION, INTERPRETER_ARTEFACTS  # noqa: E402
+
+if TYPE_CHECKING:
+    import torch
+
+    from conformance.implementation import Implementation
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Pin this worker to its GPU so that kernels launch where its tensors live, and let one worker compile each
-    Triton specialization while the others wait for it (``conformance.compile_lock``; DSV41_COMPILE_LOCK=0: not)."""
-    current = backend.device()
-    if current.type == "cuda":
-        torch.cuda.set_device(current)
-        if os.environ.get("DSV41_COMPILE_LOCK", "1") != "0":
-            compile_lock.install()
+    """On a GPU, have xdist hand out one test at a time (in its controller, whose scheduler does). Where tests run:
+    give this worker its share of the host's cores, pin it to its GPU so that kernels launch where its tensors live,
+    and let one worker compile each Triton specialization while the others wait for it (``conformance.compile_lock``;
+    DSV41_COMPILE_LOCK=0: not)."""
+    if backend.name() == "cuda":
         # pytest-xdist's load scheduling hands a worker that runs low a chunk of the next tests in collection order;
         # the generated-layout shards once all went to two workers that way, which ran them one after another for
         # 260 s while six sat idle (H200, docs/gpu-runs/README.md). One test at a time keeps every worker busy to the
         # end. (On a CPU, where most tests take milliseconds, the round trip per test made the run 25% slower.)
         if getattr(config.option, "maxschedchunk", "absent") is None:
             config.option.maxschedchunk = 1
+    if not runs_tests(config):
+        return
+    backend.share_host_cores()
+    current = backend.device()
+    if current.type == "cuda":
+        import torch
+
+        from conformance import compile_lock
+
+        torch.cuda.set_device(current)
+        if os.environ.get("DSV41_COMPILE_LOCK", "1") != "0":
+            compile_lock.install()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -78,6 +94,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _kernel_group(item: pytest.Item) -> tuple:
     """What decides the kernel specializations a test launches: its test function and parameters, less its case's
     direction and value regime (the conjugate is a runtime argument of one compiled kernel; the values are data)."""
+    from conformance import cases
+
     parameters = getattr(getattr(item, "callspec", None), "params", {})
     group: list[object] = [getattr(item, "function", item.nodeid)]
     for name, value in sorted(parameters.items()):
@@ -133,6 +151,11 @@ def impl_under_test(request: pytest.FixtureRequest, device: torch.device) -> Imp
     calibration``, with its frequency source) when the project's kernel is judged, the device's (``oracle
     contraction``) otherwise; and, for another implementation that runs Triton kernels under the interpreter, what
     the interpreter casts wrongly (``interpreter artefacts``, per dtype), which its failures in those dtypes may be."""
+    import torch
+
+    from conformance import checks
+    from conformance.comparisons import interpreter_caveat
+
     implementation = implementation_under_test(request.config)
     if implementation.kernel is not None and not implementation.kernel.HAVE_TRITON:
         pytest.skip("triton is not installed: the fused kernel cannot run")

@@ -5,7 +5,8 @@ The one home of this record for every producer of results: the ulp-drift report 
 
 Nothing here imports torch or triton, so the report can run in an xdist controller that never does: a version comes
 from the imported module when the caller already imported it (what actually ran), else from the installed
-distribution; GPUs and the CUDA version are named only when torch is already imported.
+distribution (torch's, with its build tag, and its CUDA version from ``conformance.devices``, which reads torch's own
+``version.py``); the GPUs from the CUDA driver (``conformance.devices``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from conformance import devices
 
 # The kernel under test unless a caller names another module or passes the source file itself.
 KERNEL_MODULE = "impl.rope_triton"
@@ -64,13 +67,12 @@ def kernel_sha256(path: str | os.PathLike[str] | None) -> str | None:
 
 
 def versions() -> dict[str, str | None]:
-    """Returns the python, torch, triton and CUDA versions (CUDA: torch's, None without an imported CUDA torch)."""
-    torch = sys.modules.get("torch")
+    """Returns the python, torch, triton and CUDA versions (CUDA: the one torch was built for, None for a CPU build)."""
     return {
         "python": platform.python_version(),
-        "torch": _version("torch"),
+        "torch": devices.torch_version() or _version("torch"),
         "triton": _version("triton"),
-        "cuda": getattr(getattr(torch, "version", None), "cuda", None),
+        "cuda": devices.torch_cuda_version(),
     }
 
 
@@ -85,16 +87,11 @@ def _version(name: str) -> str | None:
 
 
 def gpu_names() -> str | None:
-    """Returns every visible GPU as "cuda:0 NAME, cuda:1 NAME", or None without GPUs or without an imported torch."""
-    torch = sys.modules.get("torch")
-    if torch is None:
+    """Returns every GPU torch can run on here as "cuda:0 NAME, cuda:1 NAME", or None without (a CPU build of torch,
+    no device)."""
+    if not devices.cuda_usable():
         return None
-    try:
-        if not torch.cuda.is_available():
-            return None
-        return ", ".join(f"cuda:{i} {torch.cuda.get_device_name(i)}" for i in range(torch.cuda.device_count()))
-    except Exception:  # a broken driver must not cost the record
-        return None
+    return ", ".join(f"cuda:{gpu.index} {gpu.name}" for gpu in devices.driver_devices())
 
 
 def git_state(cwd: str | os.PathLike[str] | None = None) -> dict[str, Any]:

@@ -225,6 +225,15 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return backend.gpu_workers()
 
 
+def runs_tests(config: pytest.Config) -> bool:
+    """Whether this pytest process runs (or collects) tests: False in xdist's controller, which hands them out to its
+    workers and only gathers their reports, so that it need not import torch."""
+    if hasattr(config, "workerinput"):
+        return True
+    distributing = config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None))
+    return not distributing or bool(config.getoption("collectonly", False))
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     """Names the implementation under test at the top of the run."""
     return config.stash[_SELECTION].header()

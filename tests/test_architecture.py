@@ -1,7 +1,8 @@
 """The import rules of docs/architecture.md, checked on every Python file of the project by parsing it (ast).
 
-Each part may import only what the map allows, and the report side of `conformance/`, which runs in the xdist
-controller, imports no torch, triton, numpy, matplotlib, oracle or kernel when its modules load.
+Each part may import only what the map allows, and the controller side (the report side of `conformance/`, the
+conftests and the backend's choice, which run in the xdist controller) imports no torch, triton, numpy, matplotlib,
+oracle or kernel when its modules load, nor any other module of the project that might.
 """
 
 from __future__ import annotations
@@ -24,9 +25,15 @@ FORBIDDEN = {
     "scripts": frozenset({"tests"}),
 }
 PARTS = tuple(FORBIDDEN)
-# The report side: loaded by the xdist controller and by `python -m conformance.merge`, neither of which imports torch;
-# and the suite's pytest entry point with what it loads, which an installed suite's environment loads in every session.
-REPORT_SIDE = (
+# The controller side: loaded by the xdist controller and by `python -m conformance.merge`, neither of which imports
+# torch; the suite's pytest entry point with what it loads, which an installed suite's environment loads in every
+# session; and the conftests with the backend's choice, which the controller loads before it starts its workers.
+CONTROLLER_SIDE = (
+    "conftest.py",
+    "conformance/__init__.py",
+    "conformance/conftest.py",
+    "conformance/backend.py",
+    "conformance/devices.py",
     "conformance/report/",
     "conformance/plugin.py",
     "conformance/selection.py",
@@ -42,11 +49,13 @@ NOT_WHEN_LOADED = frozenset({"torch", "triton", "numpy", "matplotlib", "oracle",
 
 @dataclass(frozen=True)
 class Import:
-    """One imported module: its absolute dotted name, its line, and whether it runs when the module loads."""
+    """One imported module: its absolute dotted name, its line, whether it runs when the module loads, and the names a
+    `from` import takes from it (each may be a submodule)."""
 
     module: str
     line: int
     when_loaded: bool
+    names: tuple[str, ...] = ()
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -80,7 +89,7 @@ def imports_of(path: Path, root: Path) -> list[Import]:
             if node.level:
                 anchor = package[: len(package) - node.level + 1]
                 base = ".".join([*anchor, *([base] if base else [])])
-            found.append(Import(base, node.lineno, when_loaded))
+            found.append(Import(base, node.lineno, when_loaded, tuple(alias.name for alias in node.names)))
         for child in ast.iter_child_nodes(node):
             visit(child, when_loaded)
 
@@ -96,21 +105,39 @@ def project_files(root: Path) -> list[Path]:
     return files
 
 
+def project_module_file(module: str, root: Path) -> str | None:
+    """Returns the file of a project module relative to `root` (conformance.cases -> conformance/cases.py), None when
+    the name is no module of the project (a function or constant a `from` import takes)."""
+    base = root.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path.relative_to(root).as_posix()
+    return None
+
+
 def violations(root: Path) -> list[str]:
     """Returns one line per import that breaks a rule: `file:line: what (rule)`; empty when the tree follows them."""
     found = []
     for path in project_files(root):
         relative = path.relative_to(root).as_posix()
         part = relative.split("/", 1)[0]
-        report_side = relative.startswith(REPORT_SIDE)
+        controller_side = relative.startswith(CONTROLLER_SIDE)
         for imported in imports_of(path, root):
             top = imported.module.split(".", 1)[0]
             if top in FORBIDDEN.get(part, ()):
                 found.append(f"{relative}:{imported.line}: imports {imported.module} ({part} must not import {top})")
-            elif report_side and imported.when_loaded and top in NOT_WHEN_LOADED:
+            elif controller_side and imported.when_loaded and top in NOT_WHEN_LOADED:
                 found.append(
-                    f"{relative}:{imported.line}: imports {imported.module} when loaded (the report side must not)"
+                    f"{relative}:{imported.line}: imports {imported.module} when loaded (the controller side must not)"
                 )
+            elif controller_side and imported.when_loaded and top == "conformance":
+                for module in (imported.module, *(f"{imported.module}.{name}" for name in imported.names)):
+                    target = project_module_file(module, root)
+                    if target is not None and not target.startswith(CONTROLLER_SIDE):
+                        found.append(
+                            f"{relative}:{imported.line}: imports {module} when loaded, which is not on the controller "
+                            "side"
+                        )
     return sorted(set(found))
 
 
@@ -145,6 +172,13 @@ ALLOWED_TREE = {
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\n"
         "def gpus(torch_module=None):\n    import torch\n"
     ),
+    "conformance/backend.py": "from conformance import devices\ndef device():\n    import torch\n",
+    "conformance/devices.py": "import ctypes\n",
+    "conformance/conftest.py": (
+        "import pytest\nfrom conformance import backend\nfrom conformance.report import Report\n"
+        "def pytest_configure(config):\n    from conformance import checks\n"
+    ),
+    "conftest.py": "from conformance import backend\n",
     "tests/test_oracle.py": "from oracle import eager\nfrom conformance.report import Report\n",
     "benchmarks/run.py": "from conformance import provenance\nfrom impl import rope\n",
     "scripts/parity.py": "from benchmarks import run\nfrom conformance import checks\n",
@@ -173,6 +207,17 @@ def test_a_tree_that_follows_the_rules_passes(tmp_path: Path) -> None:
         ("conformance/plugin.py", "from oracle.ulp import HISTOGRAM_EDGES\n", "plugin.py:1: imports oracle.ulp when"),
         ("conformance/provenance.py", "import numpy as np\n", "provenance.py:1: imports numpy when loaded"),
         ("conformance/report/summary.py", "from ..backend import device\nimport impl\n", "summary.py:2: imports impl"),
+        (
+            "conformance/report/summary.py",
+            "from ..checks import run\n",
+            "summary.py:1: imports conformance.checks when",
+        ),
+        (
+            "conformance/conftest.py",
+            "from conformance import backend, checks\n",
+            "conftest.py:1: imports conformance.checks when",
+        ),
+        ("conftest.py", "import torch\n", "conftest.py:1: imports torch when loaded"),
     ],
     ids=[
         "impl-oracle",
@@ -189,6 +234,9 @@ def test_a_tree_that_follows_the_rules_passes(tmp_path: Path) -> None:
         "plugin-oracle",
         "provenance-numpy",
         "report-impl",
+        "report-a-module-that-imports-torch",
+        "conftest-a-module-that-imports-torch",
+        "root-conftest-torch",
     ],
 )
 def test_a_planted_bad_import_is_caught(tmp_path: Path, name: str, text: str, expected: str) -> None:

@@ -8,13 +8,12 @@ import json
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
 import torch
 
-from conformance import backend, merge, pytest_plugin
+from conformance import backend, devices, merge, pytest_plugin
 from conformance.report import checked_device
 
 pytest_plugins = ["pytester"]
@@ -22,12 +21,17 @@ pytest_plugins = ["pytester"]
 
 @pytest.fixture
 def fake_gpus(monkeypatch: pytest.MonkeyPatch):
-    """Returns a function that makes this process see `count` CUDA devices, compiled (not interpreted) kernels."""
+    """Returns a function that makes this process see `count` CUDA devices of `gib` GiB each, compiled (not
+    interpreted) kernels: as torch sees them (the tests' processes) and as the driver lists them to a process that
+    has not imported torch (`conformance.devices`: xdist's controller)."""
 
-    def fake(count: int) -> None:
+    def fake(count: int, gib: int = 141) -> None:
         monkeypatch.setenv("TRITON_INTERPRET", "0")
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+        listed = tuple(devices.CudaDevice(i, "NVIDIA H200", gib * 2**30) for i in range(count))
+        monkeypatch.setattr(devices, "driver_devices", lambda: listed)
+        monkeypatch.setattr(devices, "torch_cuda_version", lambda: "13.0")
 
     return fake
 
@@ -70,8 +74,7 @@ def test_without_xdist_or_with_the_interpreter(fake_gpus, monkeypatch: pytest.Mo
 def test_n_auto_takes_16_workers_a_large_gpu_with_the_cores_for_them_else_8(
     fake_gpus, monkeypatch: pytest.MonkeyPatch, gpus: int, gib: int, cores: int, expected: int
 ) -> None:
-    fake_gpus(gpus)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(total_memory=gib * 2**30))
+    fake_gpus(gpus, gib)
     monkeypatch.setattr(backend.os, "sched_getaffinity", lambda pid: set(range(cores)))
     workers = pytest_plugin.pytest_xdist_auto_num_workers(config=None)
     assert workers == expected, f"-n auto on {gpus} GPUs of {gib} GiB, {cores} cores: {workers} workers"
@@ -81,8 +84,12 @@ def test_n_auto_is_xdists_own_on_a_cpu(fake_gpus, monkeypatch: pytest.MonkeyPatc
     fake_gpus(1)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert pytest_plugin.pytest_xdist_auto_num_workers(config=None) is None
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.setattr(devices, "driver_devices", lambda: ())  # no GPU the driver lists
+    assert pytest_plugin.pytest_xdist_auto_num_workers(config=None) is None
+    fake_gpus(1)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.setattr(devices, "torch_cuda_version", lambda: None)  # a CPU build of torch
     assert pytest_plugin.pytest_xdist_auto_num_workers(config=None) is None
 
 

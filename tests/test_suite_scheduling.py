@@ -14,7 +14,10 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from conformance import cases, conftest
+import pytest
+import torch
+
+from conformance import cases, compile_lock, conftest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,23 +65,62 @@ def test_tests_launching_one_kernel_specialization_are_spread_apart():
     )
 
 
-def test_xdist_sends_one_test_at_a_time_on_a_gpu_unless_told_otherwise(monkeypatch):
-    monkeypatch.setattr(conftest.backend, "device", lambda: SimpleNamespace(type="cuda"))
-    monkeypatch.setattr(conftest.torch.cuda, "set_device", lambda device: None)
-    monkeypatch.setattr(conftest.compile_lock, "install", lambda: None)
-    unset = SimpleNamespace(option=SimpleNamespace(maxschedchunk=None))
-    conftest.pytest_configure(unset)
-    assert unset.option.maxschedchunk == 1
-    given = SimpleNamespace(option=SimpleNamespace(maxschedchunk=8))
-    conftest.pytest_configure(given)
-    assert given.option.maxschedchunk == 8
-    without_xdist = SimpleNamespace(option=SimpleNamespace())
+class FakeConfig:
+    """A pytest config as `conformance/conftest.py`'s `pytest_configure` sees it in one of xdist's roles: its
+    controller (hands the tests out), a worker, or a run without xdist (`maxschedchunk` absent: no xdist option)."""
+
+    def __init__(self, role: str, maxschedchunk: object = "absent") -> None:
+        self.option = SimpleNamespace()
+        if maxschedchunk != "absent":
+            self.option.maxschedchunk = maxschedchunk
+        if role == "worker":
+            self.workerinput = {"workerid": "gw0"}
+        distributing = role == "controller"
+        self._options = {"dist": "load" if distributing else "no", "tx": ["popen"] if distributing else []}
+
+    def getoption(self, name: str, default: object = None) -> object:
+        return self._options.get(name, default)
+
+
+@pytest.fixture
+def on_a_gpu(monkeypatch):
+    """A CUDA backend whose worker set-up is recorded (pinning the device, installing the compile lock)."""
+    done = []
+    monkeypatch.setattr(conftest.backend, "name", lambda: "cuda")
+    monkeypatch.setattr(conftest.backend, "device", lambda: done.append("device") or SimpleNamespace(type="cuda"))
+    monkeypatch.setattr(conftest.backend, "share_host_cores", lambda: done.append("cores"))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: done.append("set_device"))
+    monkeypatch.setattr(compile_lock, "install", lambda: done.append("compile lock"))
+    return done
+
+
+def test_xdist_sends_one_test_at_a_time_on_a_gpu_unless_told_otherwise(on_a_gpu):
+    for role in ("controller", "worker"):
+        unset = FakeConfig(role, maxschedchunk=None)
+        conftest.pytest_configure(unset)
+        assert unset.option.maxschedchunk == 1, f"xdist's {role}"
+        given = FakeConfig(role, maxschedchunk=8)
+        conftest.pytest_configure(given)
+        assert given.option.maxschedchunk == 8, f"xdist's {role}"
+    without_xdist = FakeConfig("alone")
     conftest.pytest_configure(without_xdist)
     assert not hasattr(without_xdist.option, "maxschedchunk")
 
 
+def test_only_where_tests_run_is_a_worker_pinned_to_its_gpu(on_a_gpu):
+    conftest.pytest_configure(FakeConfig("controller", maxschedchunk=None))
+    assert on_a_gpu == [], "xdist's controller, which runs no test, set up a worker (and imported torch for it)"
+    for role in ("worker", "alone"):
+        on_a_gpu.clear()
+        conftest.pytest_configure(FakeConfig(role, maxschedchunk=None))
+        assert on_a_gpu == ["cores", "device", "set_device", "compile lock"], role
+
+
 def test_xdist_keeps_its_chunks_on_a_cpu(monkeypatch):
+    monkeypatch.setattr(conftest.backend, "name", lambda: "interpreter")
     monkeypatch.setattr(conftest.backend, "device", lambda: SimpleNamespace(type="cpu"))
-    unset = SimpleNamespace(option=SimpleNamespace(maxschedchunk=None))
-    conftest.pytest_configure(unset)
-    assert unset.option.maxschedchunk is None
+    monkeypatch.setattr(conftest.backend, "share_host_cores", lambda: None)
+    for role in ("controller", "worker"):
+        unset = FakeConfig(role, maxschedchunk=None)
+        conftest.pytest_configure(unset)
+        assert unset.option.maxschedchunk is None, f"xdist's {role}"

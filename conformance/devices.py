@@ -71,10 +71,9 @@ def _torch_build(field: str) -> str | None:
 def driver_devices() -> tuple[CudaDevice, ...]:
     """The GPUs the CUDA driver lists for this process, empty without a driver or a device (once a process)."""
     try:
-        driver = ctypes.CDLL("libcuda.so.1")
-    except OSError:
+        return listed_devices(ctypes.CDLL("libcuda.so.1"))
+    except (OSError, AttributeError):  # no driver, or one without a call (a broken install must not stop a run)
         return ()
-    return listed_devices(driver)
 
 
 def listed_devices(driver: Any) -> tuple[CudaDevice, ...]:

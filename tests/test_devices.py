@@ -104,6 +104,15 @@ def test_a_driver_that_fails_lists_no_devices(failing: str) -> None:
     assert devices.listed_devices(FakeDriver([("NVIDIA H200", 1 << 37)], failing=failing)) == ()
 
 
+def test_a_driver_missing_a_call_lists_no_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(devices.ctypes, "CDLL", lambda name: object())  # a library without the driver's calls
+    devices.driver_devices.cache_clear()
+    try:
+        assert devices.driver_devices() == ()
+    finally:
+        devices.driver_devices.cache_clear()
+
+
 @pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA device: compares the driver's list with torch's"
 )

@@ -18,12 +18,15 @@ from conformance import devices
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _python(code: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Runs `code` in a fresh python from the repository root (`pythonpath` first on the path)."""
-    paths = [str(pythonpath)] if pythonpath is not None else []
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(ROOT)])}
+def _python(
+    *arguments: str, first_on_path: Path, timeout: float = 120, **environment: str
+) -> subprocess.CompletedProcess[str]:
+    """Runs a fresh python with `arguments` from the repository root, `first_on_path` before the repository on its
+    path and `environment` added to this process's (outside any xdist worker's identity)."""
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(first_on_path), str(ROOT)]), **environment}
+    environment.pop("PYTEST_XDIST_WORKER", None)
     return subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
+        [sys.executable, *arguments], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -46,10 +49,11 @@ def test_torchs_build_is_read_from_its_version_file_without_importing_it(
         f"from typing import Optional\n__version__ = '2.11.0+cu130'\ngit_version = 'abc'\n{assignment}\n"
     )
     done = _python(
+        "-c",
         "import json, sys\nfrom conformance import devices, provenance\n"
         "print(json.dumps([devices.torch_version(), devices.torch_cuda_version(), provenance.versions()['torch'],"
         " 'torch' in sys.modules]))",
-        pythonpath=tmp_path,
+        first_on_path=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     version, cuda, recorded, imported = json.loads(done.stdout)
@@ -137,34 +141,23 @@ def test_the_xdist_controller_imports_no_torch(tmp_path: Path) -> None:
         "            json.dump(heavy, out)\n"
     )
     record = tmp_path / "heavy.json"
-    environment = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
-        "CONTROLLER_MODULES": str(record),
-    }
-    environment.pop("PYTEST_XDIST_WORKER", None)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-n",
-            "1",
-            "-p",
-            "controller_modules",
-            "-p",
-            "no:cacheprovider",
-            "conformance/test_dispatch.py",
-            "-k",
-            "test_output_is_new_contiguous_storage",
-            "--ulp-report",
-            str(tmp_path / "report"),
-        ],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
+    done = _python(
+        "-m",
+        "pytest",
+        "-n",
+        "1",
+        "-p",
+        "controller_modules",
+        "-p",
+        "no:cacheprovider",
+        "conformance/test_dispatch.py",
+        "-k",
+        "test_output_is_new_contiguous_storage",
+        "--ulp-report",
+        str(tmp_path / "report"),
+        first_on_path=tmp_path,
         timeout=300,
+        CONTROLLER_MODULES=str(record),
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and "dsv41-rope: kernel backend" in done.stdout, done.stdout[-3000:]

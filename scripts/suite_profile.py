@@ -162,8 +162,23 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if os.environ.get(_ENV):
-        _MOMENTS["sessionfinish"] = time.time()
+    if not os.environ.get(_ENV):
+        return
+    _MOMENTS["sessionfinish"] = time.time()
+    # The controller's end is its report, then xdist's shutdown of the workers (its own sessionfinish, last): time
+    # the shutdown apart, from its start to its return.
+    nodes = getattr(session.config.pluginmanager.getplugin("dsession"), "nodemanager", None)
+    if nodes is not None and hasattr(nodes, "teardown_nodes"):
+        teardown = nodes.teardown_nodes
+
+        def timed_teardown(*args, **kwargs):
+            _MOMENTS["workers_teardown"] = time.time()
+            try:
+                return teardown(*args, **kwargs)
+            finally:
+                _MOMENTS["workers_down"] = time.time()
+
+        nodes.teardown_nodes = timed_teardown
 
 
 @pytest.hookimpl(trylast=True)
@@ -177,7 +192,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def phases(directory: Path) -> str:
     """Where the run's wall time goes outside its tests: from the controller's start (its loading this plugin, else
     its configure) to its configure (the conftests' imports), each worker's start and configure, and first test, the
-    tests, and from the last test's end to the controller's end (its report, baseline gate and summary)."""
+    tests, and from the last test's end to the controller's end (its report, baseline gate, the workers' shutdown
+    and the summary)."""
     moments = {
         path.stem.removeprefix("phases-"): json.loads(path.read_text()) for path in directory.glob("phases-*.json")
     }
@@ -193,10 +209,13 @@ def phases(directory: Path) -> str:
     before = f"controller configured {main['configure'] - start:.1f}, " if "loaded" in main else ""
     if loaded:
         before += f"workers started {loaded[0]:.1f}-{loaded[-1]:.1f}, "
+    teardown = ""
+    if "workers_teardown" in main and "workers_down" in main:
+        teardown = f", workers' shutdown {main['workers_teardown'] - start:.1f}-{main['workers_down'] - start:.1f}"
     return (
         f"phases (s from the controller's start): {before}workers configured {configured[0]:.1f}-{configured[-1]:.1f},"
         f" first tests {first[0]:.1f}-{first[-1]:.1f}, last test ends {last_end:.1f}, controller's session finish"
-        f" {main.get('sessionfinish', float('nan')) - start:.1f}, its end {end:.1f}"
+        f" {main.get('sessionfinish', float('nan')) - start:.1f}{teardown}, its end {end:.1f}"
     )
 
 

@@ -4,6 +4,7 @@ its tests (start-up before the first test, the end after the last), from the fil
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,31 @@ def test_phases_count_from_the_plugins_load_where_recorded(tmp_path: Path) -> No
 def test_a_run_without_phases_says_so(tmp_path: Path) -> None:
     (tmp_path / "profile-gw0.jsonl").write_text(json.dumps({"test": "t.py::test_a", "seconds": 1.0}) + "\n")
     assert "phases: not recorded" in _summary(tmp_path)
+
+
+def test_the_workers_shutdown_is_timed_apart_from_the_report(tmp_path: Path) -> None:
+    start = 1_000_000.0
+    main = {"configure": start, "sessionfinish": start + 40.0, "unconfigure": start + 44.0}
+    main |= {"workers_teardown": start + 40.5, "workers_down": start + 43.75}
+    (tmp_path / "phases-main.json").write_text(json.dumps(main))
+    moments = {"configure": start + 9.5, "first_test": start + 13.0, "last_test_end": start + 39.9}
+    (tmp_path / "phases-gw0.json").write_text(json.dumps(moments))
+    (tmp_path / "profile-gw0.jsonl").write_text(json.dumps({"test": "t.py::test_a", "seconds": 2.0}) + "\n")
+    assert "controller's session finish 40.0, workers' shutdown 40.5-43.8, its end 44.0" in _summary(tmp_path)
+
+
+def test_a_profiled_xdist_run_records_when_its_workers_were_shut_down(tmp_path: Path) -> None:
+    (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
+    profile = tmp_path / "profile"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "scripts.suite_profile", "-p", "no:cacheprovider"]
+        + ["--rootdir", str(tmp_path), "-c", "/dev/null", str(tmp_path / "test_one.py")],
+        cwd=ROOT,
+        env={**os.environ, "DSV41_PROFILE_DIR": str(profile), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    main = json.loads((profile / "phases-main.json").read_text())
+    assert main["sessionfinish"] <= main["workers_teardown"] <= main["workers_down"] <= main["unconfigure"], main

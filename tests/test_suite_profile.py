@@ -86,7 +86,9 @@ def test_a_profiled_xdist_run_records_when_its_workers_were_shut_down(tmp_path: 
         [sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "scripts.suite_profile", "-p", "no:cacheprovider"]
         + ["--rootdir", str(tmp_path), "-c", "/dev/null", str(tmp_path / "test_one.py")],
         cwd=ROOT,
-        env={**os.environ, "DSV41_PROFILE_DIR": str(profile), "PYTHONPATH": str(ROOT)},
+        # Without this run's own xdist variables (PYTEST_XDIST_WORKER would name the new controller a worker).
+        env={name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
+        | {"DSV41_PROFILE_DIR": str(profile), "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,0 +1,207 @@
+"""What building the kernel costs, off the GPU: Triton's stages timed for the specializations the launcher makes.
+
+From a fresh Triton cache the GPU suite's time is mostly Triton builds (``docs/ci.md``). This compiles a kernel file
+(default ``impl/rope_triton.py``) for sm_90 with Triton's ahead-of-time compiler, for the specializations its launcher
+makes for the DeepSeek V4.1 tensors (out of place and in place, BF16 and FP32), and prints per kernel file the build
+seconds, per stage, and per specialization the SASS's instructions, registers and local-memory accesses::
+
+    python -m scripts.build_cost                                  # impl/rope_triton.py
+    python -m scripts.build_cost impl/rope_triton.py OTHER.py --rounds 3   # kernel files alternating, fresh caches
+
+It needs a Triton with its NVIDIA backend (the wheel carries ``ptxas`` and ``cuobjdump``), no GPU: Triton 3.6.0's
+wheel unpacked into a folder on ``PYTHONPATH`` gives the H200's compiler. Integer arguments are specialized as Triton
+specializes them (1 as a constant, multiples of 16 as divisible), pointers as 16-byte aligned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+TRITON_TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+# (name, shape [batch, sequence, (heads,) channels], values viewed through transpose(1, 2), in place)
+SPECIALIZATIONS = (
+    ("query", (1, 4096, 64, 512), False, False),
+    ("window_kv", (1, 4096, 512), False, False),
+    ("inverse_output", (1, 4096, 64, 512), True, False),
+    ("index_query", (1, 4096, 32, 128), False, False),
+    ("index_keys", (1, 1024, 128), False, False),
+    ("large_2gb", (2, 8192, 128, 512), False, False),
+    ("query in place", (1, 4096, 64, 512), False, True),
+    ("index_query in place", (1, 4096, 32, 128), False, True),
+    ("window_kv in place", (1, 4096, 512), False, True),
+    ("index_keys in place", (1, 1024, 128), False, True),
+    ("large_2gb in place", (2, 8192, 128, 512), False, True),
+)
+PAIRS = 32
+
+
+def import_kernel(path: Path, name: str) -> ModuleType:
+    """The kernel file as a module of its own (``name``); :func:`main` has made its kernels compiled ones."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look it up
+    spec.loader.exec_module(module)
+    return module
+
+
+def specialization(kernel, scalars: dict[str, object], dtype: torch.dtype) -> tuple[dict, dict, dict]:
+    """Triton's ``signature``, ``constexprs`` and ``attrs`` for a launch of ``kernel`` with ``scalars`` (the
+    arguments after its three pointers, in order), as Triton specializes them when it launches on a GPU."""
+    signature, constexprs, attrs = {}, {}, {}
+    for index, name in enumerate(kernel.arg_names):
+        if index < 3:  # values, frequencies (float32 angles), output
+            signature[name] = "*fp32" if index == 1 else f"*{TRITON_TYPES[dtype]}"
+            attrs[(index,)] = [["tt.divisibility", 16]]
+            continue
+        value = scalars[name]
+        if kernel.params[index].is_constexpr:
+            signature[name], constexprs[(index,)] = "constexpr", value
+        elif isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name}: a runtime argument {value!r} that is not an integer")
+        elif value == 1:
+            signature[name], constexprs[(index,)] = "constexpr", 1
+        else:
+            signature[name] = "i32" if -(2**31) <= value < 2**31 else "i64"
+            if value % 16 == 0:
+                attrs[(index,)] = [["tt.divisibility", 16]]
+    return signature, constexprs, attrs
+
+
+def plans(rope: ModuleType, cases: Sequence[str] | None = None) -> list[tuple[str, torch.dtype, object]]:
+    """The launcher's plan for each DeepSeek tensor (of ``cases``, default all) and dtype (shapes on the meta device:
+    no memory, no GPU)."""
+    settings = rope.KernelSettings(contraction=("first", "first"), in_kernel_frequencies=True, source="build_cost")
+    found = []
+    for dtype in (torch.bfloat16, torch.float32):
+        for name, shape, transposed, in_place in SPECIALIZATIONS:
+            if cases is not None and name not in cases:
+                continue
+            if transposed:
+                batch, sequence, heads, channels = shape
+                values = torch.empty(batch, heads, sequence, channels, dtype=dtype, device="meta").transpose(1, 2)
+            else:
+                values = torch.empty(shape, dtype=dtype, device="meta")
+            angles = torch.empty(1, shape[1], PAIRS, dtype=torch.float32, device="meta")
+            output = values if in_place else torch.empty(shape, dtype=dtype, device="meta")
+            found.append((name, dtype, rope._make_plan(values, angles, output, False, settings, None)))
+    return found
+
+
+class StageClock:
+    """Seconds per compiler stage, summed over builds (each stage the NVIDIA backend adds, wrapped)."""
+
+    def __init__(self) -> None:
+        from triton.backends.nvidia.compiler import CUDABackend
+
+        self.seconds: dict[str, float] = {}
+        add_stages = CUDABackend.add_stages
+        clock = self
+
+        def timed_add_stages(backend, stages, options, *args, **kwargs):
+            add_stages(backend, stages, options, *args, **kwargs)
+            for stage, function in list(stages.items()):
+                stages[stage] = clock._timed(stage, function)
+
+        CUDABackend.add_stages = timed_add_stages
+
+    def _timed(self, stage: str, function):
+        def timed(source, metadata):
+            began = time.perf_counter()
+            try:
+                return function(source, metadata)
+            finally:
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - began
+
+        return timed
+
+
+def sass_stats(cubin: bytes) -> tuple[int | None, int, int]:
+    """Registers, instructions and local-memory loads/stores (spills, and libdevice's slow paths) of a cubin."""
+    import triton
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
+        file.write(cubin)
+        file.flush()
+        sass = subprocess.run([tool, "-sass", file.name], capture_output=True, text=True, check=True).stdout
+        usage = subprocess.run([tool, "-res-usage", file.name], capture_output=True, text=True, check=True).stdout
+    lines = [line for line in sass.splitlines() if re.match(r"^\s+/\*[0-9a-f]{4}\*/", line)]
+    registers = re.search(r"REG:(\d+)", usage)
+    local = sum(bool(re.search(r"\b(LDL|STL)\b", line)) for line in lines)
+    return int(registers.group(1)) if registers else None, len(lines), local
+
+
+def build_all(
+    rope: ModuleType, clock: StageClock, cases: Sequence[str] | None = None
+) -> tuple[float, list[tuple[str, str, tuple]]]:
+    """Build every plan's kernel from an empty cache; the wall seconds and each build's SASS figures."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    kernel = rope._rope_kernel
+    rows, seconds = [], 0.0
+    for name, dtype, plan in plans(rope, cases):
+        signature, constexprs, attrs = specialization(kernel, plan.scalars, dtype)
+        triton.knobs.cache.dir = tempfile.mkdtemp(prefix="build-cost-")
+        source = ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+        began = time.perf_counter()
+        compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": plan.num_warps})
+        seconds += time.perf_counter() - began
+        rows.append((name, TRITON_TYPES[dtype], sass_stats(compiled.asm["cubin"])))
+    return seconds, rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Builds each kernel file's specializations ``--rounds`` times, alternating the files; prints the medians."""
+    parser = argparse.ArgumentParser(prog="python -m scripts.build_cost", description=__doc__.splitlines()[0])
+    parser.add_argument("kernels", nargs="*", type=Path, default=[Path("impl/rope_triton.py")])
+    parser.add_argument("--rounds", type=int, default=1, help="builds of each file, alternating (default 1)")
+    names = ", ".join(name for name, *_ in SPECIALIZATIONS)
+    parser.add_argument("--cases", help=f"comma-separated, of: {names} (default all)")
+    args = parser.parse_args(argv)
+    cases = args.cases.split(",") if args.cases else None
+    unknown = sorted(set(cases or ()) - {name for name, *_ in SPECIALIZATIONS})
+    if unknown:
+        parser.error(f"unknown cases {unknown}; known: {names}")
+    # Compiled kernels, even where the caller runs Triton's interpreter: the kernel file and Triton read it.
+    os.environ["TRITON_INTERPRET"] = "0"
+    import triton
+
+    clock = StageClock()
+    modules = [import_kernel(path, f"build_cost_kernel_{index}") for index, path in enumerate(args.kernels)]
+    print(f"triton {triton.__version__}, sm_90, {len(plans(modules[0], cases))} specializations a kernel file")
+    totals: dict[int, list[float]] = {index: [] for index in range(len(modules))}
+    stages: dict[int, dict[str, float]] = {index: {} for index in range(len(modules))}
+    figures: dict[int, list] = {}
+    for _ in range(args.rounds):
+        for index, module in enumerate(modules):
+            clock.seconds = {}
+            seconds, figures[index] = build_all(module, clock, cases)
+            totals[index].append(seconds)
+            for stage, value in clock.seconds.items():
+                stages[index][stage] = stages[index].get(stage, 0.0) + value / args.rounds
+    for index, path in enumerate(args.kernels):
+        median = sorted(totals[index])[len(totals[index]) // 2]
+        per_stage = ", ".join(f"{stage} {value:.2f}" for stage, value in stages[index].items())
+        print(f"\n{path}: builds {median:.2f} s (median of {args.rounds}; stages, mean s: {per_stage})")
+        for name, dtype, (registers, instructions, local) in figures[index]:
+            print(f"  {name:22} {dtype:5} registers {registers!s:>4}  instructions {instructions:>5}  LDL/STL {local}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

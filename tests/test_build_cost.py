@@ -1,0 +1,97 @@
+"""``scripts/build_cost.py`` builds the kernel off the GPU as Triton would build it on one: integer arguments
+specialized as Triton specializes them, and every DeepSeek tensor's plan compiled for sm_90. Run in fresh pythons, as
+the scripts run (tests do not import scripts)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A stand-in kernel: its parameter names and which are constexprs, as Triton's JITFunction has them.
+_SPECIALIZE = """
+import dataclasses, json, torch
+from scripts.build_cost import specialization
+
+@dataclasses.dataclass
+class Param:
+    is_constexpr: bool
+
+class Kernel:
+    def __init__(self, runtime, constexprs):
+        self.arg_names = ["values_ptr", "frequencies_ptr", "output_ptr", *runtime, *constexprs]
+        self.params = [Param(name in constexprs) for name in self.arg_names]
+
+scalars = json.loads(SCALARS)
+kernel = Kernel([name for name in scalars if name != "BLOCK"], ["BLOCK"])
+try:
+    signature, constexprs, attrs = specialization(kernel, scalars, torch.bfloat16)
+except TypeError as error:
+    print(json.dumps({"error": str(error)}))
+else:
+    print(json.dumps({"signature": signature, "constexprs": {str(k[0]): v for k, v in constexprs.items()},
+                      "divisible": sorted(k[0] for k, v in attrs.items() if v == [["tt.divisibility", 16]])}))
+"""
+
+
+def _python(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def _specialize(scalars: dict) -> dict:
+    result = _python("-c", f"SCALARS = {json.dumps(json.dumps(scalars))}\n" + textwrap.dedent(_SPECIALIZE))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_integers_are_specialized_as_triton_specializes_them() -> None:
+    scalars = {"one": 1, "sixteen": 32, "seven": 7, "sign_bit": -(2**31), "huge": 2**33 + 16, "zero": 0, "BLOCK": 64}
+    found = _specialize(scalars)
+    assert found["signature"] == {
+        "values_ptr": "*bf16",
+        "frequencies_ptr": "*fp32",
+        "output_ptr": "*bf16",
+        "one": "constexpr",
+        "sixteen": "i32",
+        "seven": "i32",
+        "sign_bit": "i32",
+        "huge": "i64",
+        "zero": "i32",
+        "BLOCK": "constexpr",
+    }, found
+    assert found["constexprs"] == {"3": 1, "9": 64}, found
+    # Pointers aligned; 32, the sign bit, 2**33 + 16 and 0 divisible by 16; 7 not; 1 a constant.
+    assert found["divisible"] == [0, 1, 2, 4, 6, 7, 8], found
+
+
+def test_a_runtime_argument_that_is_no_integer_is_refused() -> None:
+    assert "flag" in _specialize({"flag": True, "BLOCK": 4}).get("error", ""), "a bool passed as an integer"
+
+
+def _has_nvidia_backend() -> bool:
+    spec = importlib.util.find_spec("triton")
+    if spec is None or spec.origin is None:
+        return False
+    return (Path(spec.origin).parent / "backends" / "nvidia" / "bin" / "cuobjdump").is_file()
+
+
+@pytest.mark.skipif(not _has_nvidia_backend(), reason="needs a Triton with its NVIDIA backend (ptxas, cuobjdump)")
+def test_the_window_kv_plans_build_for_sm90_and_report_their_sass() -> None:
+    result = _python("-m", "scripts.build_cost", "--cases", "window_kv")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 specializations a kernel file" in result.stdout, result.stdout
+    for dtype in ("bf16", "fp32"):
+        line = next(line for line in result.stdout.splitlines() if line.split()[:2] == ["window_kv", dtype])
+        assert int(line.split("instructions")[1].split()[0]) > 0, line
+
+
+def test_an_unknown_case_is_refused_with_the_known_ones() -> None:
+    result = _python("-m", "scripts.build_cost", "--cases", "no_such_tensor", timeout=120)
+    assert result.returncode == 2 and "no_such_tensor" in result.stderr and "window_kv" in result.stderr, result.stderr

@@ -7,6 +7,11 @@ seconds, per stage, and per specialization the SASS's instructions, registers an
 
     python -m scripts.build_cost                                  # impl/rope_triton.py
     python -m scripts.build_cost impl/rope_triton.py OTHER.py --rounds 3   # kernel files alternating, fresh caches
+    python -m scripts.build_cost --launches DIR --sample 60       # launches scripts.launch_recorder wrote
+
+With ``--launches`` it builds instead the distinct specializations of recorded launches (the suite's generated
+layouts: ``scripts/launch_recorder.py``), or a fixed sample of them, and prints their count, the mean build and the
+largest programs.
 
 It needs a Triton with its NVIDIA backend (the wheel carries ``ptxas`` and ``cuobjdump``), no GPU: Triton 3.6.0's
 wheel unpacked into a folder on ``PYTHONPATH`` gives the H200's compiler. Integer arguments are specialized as Triton
@@ -16,7 +21,9 @@ specializes them (1 as a constant, multiples of 16 as divisible), pointers as 16
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import random
 import re
 import subprocess
 import sys
@@ -80,10 +87,31 @@ def specialization(kernel, scalars: dict[str, object], dtype: torch.dtype) -> tu
     return signature, constexprs, attrs
 
 
-def plans(rope: ModuleType, cases: Sequence[str] | None = None) -> list[tuple[str, torch.dtype, object]]:
-    """The launcher's plan for each DeepSeek tensor (of ``cases``, default all) and dtype (shapes on the meta device:
-    no memory, no GPU)."""
+@dataclasses.dataclass(frozen=True)
+class Build:
+    """One specialization of the kernel to compile: a label, the values' dtype, and Triton's view of the launch."""
+
+    name: str
+    dtype: torch.dtype
+    signature: dict
+    constexprs: dict
+    attrs: dict
+    num_warps: int
+
+
+def _build(rope: ModuleType, name: str, values, angles, output, negate_sin: bool, aligned=(True, True, True)) -> Build:
     settings = rope.KernelSettings(contraction=("first", "first"), in_kernel_frequencies=True, source="build_cost")
+    plan = rope._make_plan(values, angles, output, negate_sin, settings, None)
+    signature, constexprs, attrs = specialization(rope._rope_kernel, plan.scalars, values.dtype)
+    for index, is_aligned in enumerate(aligned):  # Triton marks a pointer divisible only where it is 16-byte aligned
+        if not is_aligned:
+            attrs.pop((index,), None)
+    return Build(name, values.dtype, signature, constexprs, attrs, plan.num_warps)
+
+
+def deepseek_builds(rope: ModuleType, cases: Sequence[str] | None = None) -> list[Build]:
+    """The launcher's specialization for each DeepSeek tensor (of ``cases``, default all) and dtype (shapes on the
+    meta device: no memory, no GPU)."""
     found = []
     for dtype in (torch.bfloat16, torch.float32):
         for name, shape, transposed, in_place in SPECIALIZATIONS:
@@ -96,8 +124,35 @@ def plans(rope: ModuleType, cases: Sequence[str] | None = None) -> list[tuple[st
                 values = torch.empty(shape, dtype=dtype, device="meta")
             angles = torch.empty(1, shape[1], PAIRS, dtype=torch.float32, device="meta")
             output = values if in_place else torch.empty(shape, dtype=dtype, device="meta")
-            found.append((name, dtype, rope._make_plan(values, angles, output, False, settings, None)))
+            found.append(_build(rope, name, values, angles, output, False))
     return found
+
+
+def recorded_builds(rope: ModuleType, directory: Path) -> tuple[int, list[Build]]:
+    """The distinct specializations of the launches ``scripts.launch_recorder`` wrote into ``directory`` (angles
+    taken as contiguous), in a fixed order; and how many launches there were."""
+    import json
+
+    files = sorted(directory.glob("launches-*.jsonl"))
+    launches = [json.loads(line) for path in files for line in path.read_text().splitlines()]
+    distinct: dict[str, Build] = {}
+    for launch in launches:
+        dtype = getattr(torch, launch["dtype"])
+        values = torch.empty_strided(launch["shape"], launch["stride"], dtype=dtype, device="meta")
+        if values.numel() == 0:
+            continue
+        output = (
+            values
+            if launch["in_place"]
+            else torch.empty_strided(launch["shape"], launch["output_stride"], dtype=dtype, device="meta")
+        )
+        angles = torch.empty(launch["angles"], dtype=torch.float32, device="meta")
+        name = "x".join(map(str, launch["shape"]))
+        build = _build(rope, name, values, angles, output, launch["negate_sin"], launch["aligned"])
+        constants = sorted(build.constexprs.items())
+        key = repr((build.dtype, build.signature, constants, sorted(build.attrs), build.num_warps))
+        distinct.setdefault(key, build)
+    return len(launches), list(distinct.values())
 
 
 class StageClock:
@@ -138,30 +193,28 @@ def sass_stats(cubin: bytes) -> tuple[int | None, int, int]:
         file.flush()
         sass = subprocess.run([tool, "-sass", file.name], capture_output=True, text=True, check=True).stdout
         usage = subprocess.run([tool, "-res-usage", file.name], capture_output=True, text=True, check=True).stdout
-    lines = [line for line in sass.splitlines() if re.match(r"^\s+/\*[0-9a-f]{4}\*/", line)]
+    lines = [line for line in sass.splitlines() if re.match(r"^\s+/\*[0-9a-f]{4,}\*/", line)]
     registers = re.search(r"REG:(\d+)", usage)
     local = sum(bool(re.search(r"\b(LDL|STL)\b", line)) for line in lines)
     return int(registers.group(1)) if registers else None, len(lines), local
 
 
-def build_all(
-    rope: ModuleType, clock: StageClock, cases: Sequence[str] | None = None
-) -> tuple[float, list[tuple[str, str, tuple]]]:
-    """Build every plan's kernel from an empty cache; the wall seconds and each build's SASS figures."""
+def build_all(rope: ModuleType, builds: Sequence[Build]) -> tuple[float, list[tuple[Build, tuple]]]:
+    """Compile every build from an empty cache; the wall seconds and each build's SASS figures."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    kernel = rope._rope_kernel
     rows, seconds = [], 0.0
-    for name, dtype, plan in plans(rope, cases):
-        signature, constexprs, attrs = specialization(kernel, plan.scalars, dtype)
+    for build in builds:
         triton.knobs.cache.dir = tempfile.mkdtemp(prefix="build-cost-")
-        source = ASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+        source = ASTSource(
+            fn=rope._rope_kernel, signature=build.signature, constexprs=build.constexprs, attrs=build.attrs
+        )
         began = time.perf_counter()
-        compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": plan.num_warps})
+        compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": build.num_warps})
         seconds += time.perf_counter() - began
-        rows.append((name, TRITON_TYPES[dtype], sass_stats(compiled.asm["cubin"])))
+        rows.append((build, sass_stats(compiled.asm["cubin"])))
     return seconds, rows
 
 
@@ -172,34 +225,63 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="builds of each file, alternating (default 1)")
     names = ", ".join(name for name, *_ in SPECIALIZATIONS)
     parser.add_argument("--cases", help=f"comma-separated, of: {names} (default all)")
+    parser.add_argument("--launches", type=Path, help="build the launches scripts.launch_recorder wrote here instead")
+    parser.add_argument("--sample", type=int, help="with --launches: build this many, a fixed random choice")
     args = parser.parse_args(argv)
     cases = args.cases.split(",") if args.cases else None
     unknown = sorted(set(cases or ()) - {name for name, *_ in SPECIALIZATIONS})
     if unknown:
         parser.error(f"unknown cases {unknown}; known: {names}")
+    if args.launches is not None and not any(args.launches.glob("launches-*.jsonl")):
+        parser.error(f"no launches-*.jsonl in {args.launches} (scripts.launch_recorder writes them)")
     # Compiled kernels, even where the caller runs Triton's interpreter: the kernel file and Triton read it.
     os.environ["TRITON_INTERPRET"] = "0"
     import triton
 
     clock = StageClock()
     modules = [import_kernel(path, f"build_cost_kernel_{index}") for index, path in enumerate(args.kernels)]
-    print(f"triton {triton.__version__}, sm_90, {len(plans(modules[0], cases))} specializations a kernel file")
+    builds, described = {}, {}
+    for index, module in enumerate(modules):
+        if args.launches is None:
+            builds[index] = deepseek_builds(module, cases)
+            described[index] = f"{len(builds[index])} specializations of the DeepSeek tensors"
+        else:
+            launches, distinct = recorded_builds(module, args.launches)
+            builds[index] = distinct
+            if args.sample is not None and args.sample < len(distinct):
+                builds[index] = random.Random(0).sample(distinct, args.sample)
+            described[index] = (
+                f"{launches} launches, {len(distinct)} distinct specializations, {len(builds[index])} built"
+            )
+    print(f"triton {triton.__version__}, sm_90")
     totals: dict[int, list[float]] = {index: [] for index in range(len(modules))}
     stages: dict[int, dict[str, float]] = {index: {} for index in range(len(modules))}
     figures: dict[int, list] = {}
     for _ in range(args.rounds):
         for index, module in enumerate(modules):
             clock.seconds = {}
-            seconds, figures[index] = build_all(module, clock, cases)
+            seconds, figures[index] = build_all(module, builds[index])
             totals[index].append(seconds)
             for stage, value in clock.seconds.items():
                 stages[index][stage] = stages[index].get(stage, 0.0) + value / args.rounds
     for index, path in enumerate(args.kernels):
         median = sorted(totals[index])[len(totals[index]) // 2]
         per_stage = ", ".join(f"{stage} {value:.2f}" for stage, value in stages[index].items())
-        print(f"\n{path}: builds {median:.2f} s (median of {args.rounds}; stages, mean s: {per_stage})")
-        for name, dtype, (registers, instructions, local) in figures[index]:
-            print(f"  {name:22} {dtype:5} registers {registers!s:>4}  instructions {instructions:>5}  LDL/STL {local}")
+        print(f"\n{path}: {described[index]}")
+        print(f"  builds {median:.2f} s (median of {args.rounds}; stages, mean s: {per_stage})")
+        if args.launches is not None:
+            registers = sorted(figure[0] or 0 for _, figure in figures[index])
+            largest = sum(figure[1] >= 4096 for _, figure in figures[index])
+            print(
+                f"  {median / len(builds[index]):.3f} s a build; registers median {registers[len(registers) // 2]},"
+                f" most {registers[-1]}; programs of 4096 instructions or more: {largest}"
+            )
+            continue
+        for build, (registers, instructions, local) in figures[index]:
+            print(
+                f"  {build.name:22} {TRITON_TYPES[build.dtype]:5} registers {registers!s:>4}  instructions"
+                f" {instructions:>5}  LDL/STL {local}"
+            )
     return 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -86,7 +87,7 @@ def _has_nvidia_backend() -> bool:
 def test_the_window_kv_plans_build_for_sm90_and_report_their_sass() -> None:
     result = _python("-m", "scripts.build_cost", "--cases", "window_kv")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 specializations a kernel file" in result.stdout, result.stdout
+    assert "2 specializations of the DeepSeek tensors" in result.stdout, result.stdout
     for dtype in ("bf16", "fp32"):
         line = next(line for line in result.stdout.splitlines() if line.split()[:2] == ["window_kv", dtype])
         assert int(line.split("instructions")[1].split()[0]) > 0, line
@@ -95,3 +96,41 @@ def test_the_window_kv_plans_build_for_sm90_and_report_their_sass() -> None:
 def test_an_unknown_case_is_refused_with_the_known_ones() -> None:
     result = _python("-m", "scripts.build_cost", "--cases", "no_such_tensor", timeout=120)
     assert result.returncode == 2 and "no_such_tensor" in result.stderr and "window_kv" in result.stderr, result.stderr
+
+
+_A_LAUNCH = """
+import torch
+from impl.rope_triton import apply_rope_triton
+
+def test_three_launches():
+    values = torch.randn(2, 5, 3, 40).to(torch.bfloat16)
+    apply_rope_triton(values, torch.randn(1, 5, 8), inverse=True)
+    apply_rope_triton(values, torch.randn(1, 5, 8), inverse=False)  # the same specialization: a runtime sign
+    apply_rope_triton(torch.randn(4, 7, 24), torch.randn(1, 7, 4))
+"""
+
+
+def test_the_recorder_writes_the_rules_launches_and_build_cost_builds_them(tmp_path: Path) -> None:
+    (tmp_path / "test_a_launch.py").write_text(_A_LAUNCH)
+    launches = tmp_path / "launches"
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
+    environment |= {"DSV41_LAUNCH_RECORD": str(launches), "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "scripts.launch_recorder", "-p", "no:cacheprovider"]
+        + ["--rootdir", str(tmp_path), "-c", "/dev/null", str(tmp_path / "test_a_launch.py")],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    records = [json.loads(line) for line in (launches / "launches-main.jsonl").read_text().splitlines()]
+    assert [record["negate_sin"] for record in records] == [True, False, False], records
+    first, last = records[0], records[2]
+    assert first["shape"] == [2, 5, 3, 40] and first["dtype"] == "bfloat16" and first["angles"] == [1, 5, 8], first
+    assert last["shape"] == [4, 7, 24] and last["dtype"] == "float32" and not last["in_place"], last
+    if _has_nvidia_backend():
+        built = _python("-m", "scripts.build_cost", "--launches", str(launches))
+        assert built.returncode == 0, built.stdout + built.stderr
+        assert "3 launches, 2 distinct specializations, 2 built" in built.stdout, built.stdout

@@ -15,7 +15,8 @@ largest programs.
 
 It needs a Triton with its NVIDIA backend (the wheel carries ``ptxas`` and ``cuobjdump``), no GPU: Triton 3.6.0's
 wheel unpacked into a folder on ``PYTHONPATH`` gives the H200's compiler. Integer arguments are specialized as Triton
-specializes them (1 as a constant, multiples of 16 as divisible), pointers as 16-byte aligned.
+specializes them (1 as a constant, multiples of 16 as divisible), pointers as 16-byte aligned (recorded launches' as
+they were).
 """
 
 from __future__ import annotations
@@ -35,22 +36,13 @@ from types import ModuleType
 
 import torch
 
+from benchmarks.shapes import CASES, PAIRS
+
 TRITON_TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
-# (name, shape [batch, sequence, (heads,) channels], values viewed through transpose(1, 2), in place)
-SPECIALIZATIONS = (
-    ("query", (1, 4096, 64, 512), False, False),
-    ("window_kv", (1, 4096, 512), False, False),
-    ("inverse_output", (1, 4096, 64, 512), True, False),
-    ("index_query", (1, 4096, 32, 128), False, False),
-    ("index_keys", (1, 1024, 128), False, False),
-    ("large_2gb", (2, 8192, 128, 512), False, False),
-    ("query in place", (1, 4096, 64, 512), False, True),
-    ("index_query in place", (1, 4096, 32, 128), False, True),
-    ("window_kv in place", (1, 4096, 512), False, True),
-    ("index_keys in place", (1, 1024, 128), False, True),
-    ("large_2gb in place", (2, 8192, 128, 512), False, True),
+# The benchmarks' DeepSeek V4.1 tensors, each out of place and in place.
+SPECIALIZATIONS = tuple(
+    (name + (" in place" if in_place else ""), in_place) for name in CASES for in_place in (False, True)
 )
-PAIRS = 32
 
 
 def import_kernel(path: Path, name: str) -> ModuleType:
@@ -110,20 +102,21 @@ def _build(rope: ModuleType, name: str, values, angles, output, negate_sin: bool
 
 
 def deepseek_builds(rope: ModuleType, cases: Sequence[str] | None = None) -> list[Build]:
-    """The launcher's specialization for each DeepSeek tensor (of ``cases``, default all) and dtype (shapes on the
-    meta device: no memory, no GPU)."""
+    """The launcher's specialization for each DeepSeek tensor, out of place and in place (of ``cases``, default all),
+    and dtype (shapes on the meta device: no memory, no GPU)."""
     found = []
     for dtype in (torch.bfloat16, torch.float32):
-        for name, shape, transposed, in_place in SPECIALIZATIONS:
+        for name, in_place in SPECIALIZATIONS:
             if cases is not None and name not in cases:
                 continue
-            if transposed:
-                batch, sequence, heads, channels = shape
+            case = CASES[name.removesuffix(" in place")]
+            if case.transposed:
+                batch, sequence, heads, channels = case.shape
                 values = torch.empty(batch, heads, sequence, channels, dtype=dtype, device="meta").transpose(1, 2)
             else:
-                values = torch.empty(shape, dtype=dtype, device="meta")
-            angles = torch.empty(1, shape[1], PAIRS, dtype=torch.float32, device="meta")
-            output = values if in_place else torch.empty(shape, dtype=dtype, device="meta")
+                values = torch.empty(case.shape, dtype=dtype, device="meta")
+            angles = torch.empty(1, case.shape[1], PAIRS, dtype=torch.float32, device="meta")
+            output = values if in_place else torch.empty(case.shape, dtype=dtype, device="meta")
             found.append(_build(rope, name, values, angles, output, False))
     return found
 
@@ -223,13 +216,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.build_cost", description=__doc__.splitlines()[0])
     parser.add_argument("kernels", nargs="*", type=Path, default=[Path("impl/rope_triton.py")])
     parser.add_argument("--rounds", type=int, default=1, help="builds of each file, alternating (default 1)")
-    names = ", ".join(name for name, *_ in SPECIALIZATIONS)
+    names = ", ".join(name for name, _ in SPECIALIZATIONS)
     parser.add_argument("--cases", help=f"comma-separated, of: {names} (default all)")
     parser.add_argument("--launches", type=Path, help="build the launches scripts.launch_recorder wrote here instead")
     parser.add_argument("--sample", type=int, help="with --launches: build this many, a fixed random choice")
     args = parser.parse_args(argv)
     cases = args.cases.split(",") if args.cases else None
-    unknown = sorted(set(cases or ()) - {name for name, *_ in SPECIALIZATIONS})
+    unknown = sorted(set(cases or ()) - {name for name, _ in SPECIALIZATIONS})
     if unknown:
         parser.error(f"unknown cases {unknown}; known: {names}")
     if args.launches is not None and not any(args.launches.glob("launches-*.jsonl")):

@@ -225,6 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = sorted(set(cases or ()) - {name for name, _ in SPECIALIZATIONS})
     if unknown:
         parser.error(f"unknown cases {unknown}; known: {names}")
+    if args.sample is not None and args.launches is None:
+        parser.error("--sample picks among recorded launches: give --launches too")
     if args.launches is not None and not any(args.launches.glob("launches-*.jsonl")):
         parser.error(f"no launches-*.jsonl in {args.launches} (scripts.launch_recorder writes them)")
     # Compiled kernels, even where the caller runs Triton's interpreter: the kernel file and Triton read it.

@@ -134,3 +134,10 @@ def test_the_recorder_writes_the_rules_launches_and_build_cost_builds_them(tmp_p
         built = _python("-m", "scripts.build_cost", "--launches", str(launches))
         assert built.returncode == 0, built.stdout + built.stderr
         assert "3 launches, 2 distinct specializations, 2 built" in built.stdout, built.stdout
+
+
+def test_a_sample_without_launches_and_a_folder_without_launches_are_refused(tmp_path: Path) -> None:
+    sample = _python("-m", "scripts.build_cost", "--sample", "3", timeout=120)
+    assert sample.returncode == 2 and "--launches" in sample.stderr, sample.stderr
+    empty = _python("-m", "scripts.build_cost", "--launches", str(tmp_path), timeout=120)
+    assert empty.returncode == 2 and "launches-*.jsonl" in empty.stderr, empty.stderr

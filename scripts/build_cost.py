@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import random
 import re
@@ -36,6 +37,7 @@ from types import ModuleType
 
 import torch
 
+from benchmarks.common import import_source
 from benchmarks.shapes import CASES, PAIRS
 
 TRITON_TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
@@ -43,17 +45,6 @@ TRITON_TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "f
 SPECIALIZATIONS = tuple(
     (name + (" in place" if in_place else ""), in_place) for name in CASES for in_place in (False, True)
 )
-
-
-def import_kernel(path: Path, name: str) -> ModuleType:
-    """The kernel file as a module of its own (``name``); :func:`main` has made its kernels compiled ones."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look it up
-    spec.loader.exec_module(module)
-    return module
 
 
 def specialization(kernel, scalars: dict[str, object], dtype: torch.dtype) -> tuple[dict, dict, dict]:
@@ -124,8 +115,6 @@ def deepseek_builds(rope: ModuleType, cases: Sequence[str] | None = None) -> lis
 def recorded_builds(rope: ModuleType, directory: Path) -> tuple[int, list[Build]]:
     """The distinct specializations of the launches ``scripts.launch_recorder`` wrote into ``directory`` (angles
     taken as contiguous), in a fixed order; and how many launches there were."""
-    import json
-
     files = sorted(directory.glob("launches-*.jsonl"))
     launches = [json.loads(line) for path in files for line in path.read_text().splitlines()]
     distinct: dict[str, Build] = {}
@@ -234,7 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     import triton
 
     clock = StageClock()
-    modules = [import_kernel(path, f"build_cost_kernel_{index}") for index, path in enumerate(args.kernels)]
+    modules = [
+        import_source(path.read_text(), Path(tempfile.mkdtemp(prefix="build-cost-")), f"build_cost_kernel_{index}")
+        for index, path in enumerate(args.kernels)
+    ]
     builds, described = {}, {}
     for index, module in enumerate(modules):
         if args.launches is None:

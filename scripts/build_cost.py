@@ -3,7 +3,8 @@
 From a fresh Triton cache the GPU suite's time is mostly Triton builds (``docs/ci.md``). This compiles a kernel file
 (default ``impl/rope_triton.py``) for sm_90 with Triton's ahead-of-time compiler, for the specializations its launcher
 makes for the DeepSeek V4.1 tensors (out of place and in place, BF16 and FP32), and prints per kernel file the build
-seconds, per stage, and per specialization the SASS's instructions, registers and local-memory accesses::
+seconds, per stage, and per specialization the SASS's instructions, registers, local-memory accesses and a digest of
+its instructions; for each file after the first, how many specializations have the first file's SASS::
 
     python -m scripts.build_cost                                  # impl/rope_triton.py
     python -m scripts.build_cost impl/rope_triton.py OTHER.py --rounds 3   # kernel files alternating, fresh caches
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import random
@@ -165,8 +167,9 @@ class StageClock:
         return timed
 
 
-def sass_stats(cubin: bytes) -> tuple[int | None, int, int]:
-    """Registers, instructions and local-memory loads/stores (spills, and libdevice's slow paths) of a cubin."""
+def sass_stats(cubin: bytes) -> tuple[int | None, int, int, str]:
+    """Registers, instructions and local-memory loads/stores (spills, and libdevice's slow paths) of a cubin, and a
+    digest of its SASS instructions (equal digests: the same machine code)."""
     import triton
 
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
@@ -178,7 +181,8 @@ def sass_stats(cubin: bytes) -> tuple[int | None, int, int]:
     lines = [line for line in sass.splitlines() if re.match(r"^\s+/\*[0-9a-f]{4,}\*/", line)]
     registers = re.search(r"REG:(\d+)", usage)
     local = sum(bool(re.search(r"\b(LDL|STL)\b", line)) for line in lines)
-    return int(registers.group(1)) if registers else None, len(lines), local
+    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
+    return int(registers.group(1)) if registers else None, len(lines), local, digest
 
 
 def build_all(rope: ModuleType, builds: Sequence[Build]) -> tuple[float, list[tuple[Build, tuple]]]:
@@ -264,11 +268,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f" most {registers[-1]}; programs of 4096 instructions or more: {largest}"
             )
             continue
-        for build, (registers, instructions, local) in figures[index]:
+        for build, (registers, instructions, local, digest) in figures[index]:
             print(
                 f"  {build.name:22} {TRITON_TYPES[build.dtype]:5} registers {registers!s:>4}  instructions"
-                f" {instructions:>5}  LDL/STL {local}"
+                f" {instructions:>5}  LDL/STL {local}  SASS {digest}"
             )
+        if index:
+            same = [ours[3] == first[3] for (_, ours), (_, first) in zip(figures[index], figures[0], strict=True)]
+            print(f"  SASS the same as {args.kernels[0]}'s: {sum(same)} of {len(same)} specializations")
     return 0
 
 

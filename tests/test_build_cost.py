@@ -93,6 +93,24 @@ def test_the_window_kv_plans_build_for_sm90_and_report_their_sass() -> None:
         assert int(line.split("instructions")[1].split()[0]) > 0, line
 
 
+@pytest.mark.skipif(not _has_nvidia_backend(), reason="needs a Triton with its NVIDIA backend (ptxas, cuobjdump)")
+def test_kernel_files_are_told_apart_by_their_sass(tmp_path: Path) -> None:
+    """A copy of the kernel file builds the same SASS; one whose rounded product rounds toward zero does not."""
+    source = (ROOT / "impl" / "rope_triton.py").read_text()
+    copy, rounding_toward_zero = tmp_path / "copy.py", tmp_path / "rz.py"
+    copy.write_text("# a copy\n" + source)
+    assert source.count('"mul.rn.f32 $0, $1, $2;"') == 1
+    rounding_toward_zero.write_text(source.replace('"mul.rn.f32 $0, $1, $2;"', '"mul.rz.f32 $0, $1, $2;"'))
+    files = ("impl/rope_triton.py", str(copy), str(rounding_toward_zero))
+    result = _python("-m", "scripts.build_cost", *files, "--cases", "window_kv")
+    assert result.returncode == 0, result.stdout + result.stderr
+    verdicts = [line.strip() for line in result.stdout.splitlines() if "SASS the same as" in line]
+    assert verdicts == [
+        "SASS the same as impl/rope_triton.py's: 2 of 2 specializations",
+        "SASS the same as impl/rope_triton.py's: 0 of 2 specializations",
+    ], result.stdout
+
+
 def test_an_unknown_case_is_refused_with_the_known_ones() -> None:
     result = _python("-m", "scripts.build_cost", "--cases", "no_such_tensor", timeout=120)
     assert result.returncode == 2 and "no_such_tensor" in result.stderr and "window_kv" in result.stderr, result.stderr

@@ -192,15 +192,17 @@ def build_all(rope: ModuleType, builds: Sequence[Build]) -> tuple[float, list[tu
     from triton.compiler import ASTSource
 
     rows, seconds = [], 0.0
-    for build in builds:
-        triton.knobs.cache.dir = tempfile.mkdtemp(prefix="build-cost-")
-        source = ASTSource(
-            fn=rope._rope_kernel, signature=build.signature, constexprs=build.constexprs, attrs=build.attrs
-        )
-        began = time.perf_counter()
-        compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": build.num_warps})
-        seconds += time.perf_counter() - began
-        rows.append((build, sass_stats(compiled.asm["cubin"])))
+    with tempfile.TemporaryDirectory(prefix="build-cost-") as caches:  # an empty Triton cache for every build
+        for build in builds:
+            triton.knobs.cache.dir = tempfile.mkdtemp(dir=caches)
+            source = ASTSource(
+                fn=rope._rope_kernel, signature=build.signature, constexprs=build.constexprs, attrs=build.attrs
+            )
+            began = time.perf_counter()
+            options = {"num_warps": build.num_warps}
+            compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+            seconds += time.perf_counter() - began
+            rows.append((build, sass_stats(compiled.asm["cubin"])))
     return seconds, rows
 
 
@@ -227,8 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     import triton
 
     clock = StageClock()
+    sources = tempfile.TemporaryDirectory(prefix="build-cost-")  # the kernel files' copies, removed at exit
     modules = [
-        import_source(path.read_text(), Path(tempfile.mkdtemp(prefix="build-cost-")), f"build_cost_kernel_{index}")
+        import_source(path.read_text(), Path(sources.name), f"build_cost_kernel_{index}")
         for index, path in enumerate(args.kernels)
     ]
     builds, described = {}, {}

@@ -12,7 +12,7 @@ its instructions; for each file after the first, how many specializations have t
 
 With ``--launches`` it builds instead the distinct specializations of recorded launches (the suite's generated
 layouts: ``scripts/launch_recorder.py``), or a fixed sample of them, and prints their count, the mean build and the
-largest programs.
+three largest programs (shape, tile and warps).
 
 It needs a Triton with its NVIDIA backend (the wheel carries ``ptxas`` and ``cuobjdump``), no GPU: Triton 3.6.0's
 wheel unpacked into a folder on ``PYTHONPATH`` gives the H200's compiler. Integer arguments are specialized as Triton
@@ -270,6 +270,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"  {median / len(builds[index]):.3f} s a build; registers median {registers[len(registers) // 2]},"
                 f" most {registers[-1]}; programs of 4096 instructions or more: {largest}"
             )
+            names = modules[index]._rope_kernel.arg_names
+            for build, (registers, instructions, local, _) in sorted(
+                figures[index], key=lambda row: (row[1][1], row[1][0] or 0)
+            )[-3:]:
+                tile = {names[key[0]]: value for key, value in build.constexprs.items()}
+                print(
+                    f"  largest: {build.name} {TRITON_TYPES[build.dtype]}"
+                    f" {'out of place' if tile['COPY_CHANNELS'] else 'in place'}, {tile['BLOCK_R']} rows of"
+                    f" {tile['COPY_K']}+{tile['ROTARY_K']} channels on {build.num_warps} warps: {instructions}"
+                    f" instructions, {registers} registers, LDL/STL {local}"
+                )
             continue
         for build, (registers, instructions, local, digest) in figures[index]:
             print(

@@ -45,12 +45,13 @@ CASES = {
 QUICK_CASES = ("query", "window_kv")
 
 
-def make_values(case: Case, dtype: torch.dtype) -> torch.Tensor:
-    """Random values in the case's shape and layout; random, because zeros can hide unwritten outputs."""
+def make_values(case: Case, dtype: torch.dtype, device: str = "cuda") -> torch.Tensor:
+    """Random values in the case's shape and layout; random, because zeros can hide unwritten outputs. On the
+    ``meta`` device: the layout alone (``scripts.build_cost``)."""
     if case.transposed:
         batch, sequence, heads, channels = case.shape
-        return torch.randn(batch, heads, sequence, channels, dtype=dtype, device="cuda").transpose(1, 2)
-    return torch.randn(case.shape, dtype=dtype, device="cuda")
+        return torch.randn(batch, heads, sequence, channels, dtype=dtype, device=device).transpose(1, 2)
+    return torch.randn(case.shape, dtype=dtype, device=device)
 
 
 def make_angles(sequence: int) -> torch.Tensor:

@@ -36,11 +36,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
 import torch
 
 from benchmarks.common import import_source
-from benchmarks.shapes import CASES, PAIRS
+from benchmarks.shapes import CASES, PAIRS, make_values
 
 TRITON_TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 # The benchmarks' DeepSeek V4.1 tensors, each out of place and in place.
@@ -103,11 +104,7 @@ def deepseek_builds(rope: ModuleType, cases: Sequence[str] | None = None) -> lis
             if cases is not None and name not in cases:
                 continue
             case = CASES[name.removesuffix(" in place")]
-            if case.transposed:
-                batch, sequence, heads, channels = case.shape
-                values = torch.empty(batch, heads, sequence, channels, dtype=dtype, device="meta").transpose(1, 2)
-            else:
-                values = torch.empty(case.shape, dtype=dtype, device="meta")
+            values = make_values(case, dtype, device="meta")
             angles = torch.empty(1, case.shape[1], PAIRS, dtype=torch.float32, device="meta")
             output = values if in_place else torch.empty(case.shape, dtype=dtype, device="meta")
             found.append(_build(rope, name, values, angles, output, False))
@@ -167,9 +164,18 @@ class StageClock:
         return timed
 
 
-def sass_stats(cubin: bytes) -> tuple[int | None, int, int, str]:
-    """Registers, instructions and local-memory loads/stores (spills, and libdevice's slow paths) of a cubin, and a
-    digest of its SASS instructions (equal digests: the same machine code)."""
+class Sass(NamedTuple):
+    """What a build's machine code is: registers, instructions, local-memory loads/stores (spills, and libdevice's
+    slow paths), and a digest of its instructions (equal digests: the same machine code)."""
+
+    registers: int | None
+    instructions: int
+    local: int
+    digest: str
+
+
+def sass_stats(cubin: bytes) -> Sass:
+    """The :class:`Sass` figures of a cubin (``cuobjdump``'s SASS and resource usage)."""
     import triton
 
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
@@ -182,10 +188,10 @@ def sass_stats(cubin: bytes) -> tuple[int | None, int, int, str]:
     registers = re.search(r"REG:(\d+)", usage)
     local = sum(bool(re.search(r"\b(LDL|STL)\b", line)) for line in lines)
     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
-    return int(registers.group(1)) if registers else None, len(lines), local, digest
+    return Sass(int(registers.group(1)) if registers else None, len(lines), local, digest)
 
 
-def build_all(rope: ModuleType, builds: Sequence[Build]) -> tuple[float, list[tuple[Build, tuple]]]:
+def build_all(rope: ModuleType, builds: Sequence[Build]) -> tuple[float, list[tuple[Build, Sass]]]:
     """Compile every build from an empty cache; the wall seconds and each build's SASS figures."""
     import triton
     from triton.backends.compiler import GPUTarget
@@ -264,16 +270,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{path}: {described[index]}")
         print(f"  builds {median:.2f} s (median of {args.rounds}; stages, mean s: {per_stage})")
         if args.launches is not None:
-            registers = sorted(figure[0] or 0 for _, figure in figures[index])
-            largest = sum(figure[1] >= 4096 for _, figure in figures[index])
+            registers = sorted(sass.registers or 0 for _, sass in figures[index])
+            largest = sum(sass.instructions >= 4096 for _, sass in figures[index])
             print(
                 f"  {median / len(builds[index]):.3f} s a build; registers median {registers[len(registers) // 2]},"
                 f" most {registers[-1]}; programs of 4096 instructions or more: {largest}"
             )
             names = modules[index]._rope_kernel.arg_names
-            for build, (registers, instructions, local, _) in sorted(
-                figures[index], key=lambda row: (row[1][1], row[1][0] or 0)
-            )[-3:]:
+            by_size = sorted(figures[index], key=lambda row: (row[1].instructions, row[1].registers or 0))
+            for build, (registers, instructions, local, _) in by_size[-3:]:
                 tile = {names[key[0]]: value for key, value in build.constexprs.items()}
                 print(
                     f"  largest: {build.name} {TRITON_TYPES[build.dtype]}"
@@ -288,7 +293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f" {instructions:>5}  LDL/STL {local}  SASS {digest}"
             )
         if index:
-            same = [ours[3] == first[3] for (_, ours), (_, first) in zip(figures[index], figures[0], strict=True)]
+            pairs = zip(figures[index], figures[0], strict=True)
+            same = [ours.digest == first.digest for (_, ours), (_, first) in pairs]
             print(f"  SASS the same as {args.kernels[0]}'s: {sum(same)} of {len(same)} specializations")
     return 0
 

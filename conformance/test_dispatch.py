@@ -232,3 +232,52 @@ def test_every_launch_path_matches_the_oracle(rope, device, path, dtype, shape, 
         f"{path} {LAUNCH_PATHS[path]}: {int(differ.sum())} elements differ from the oracle, first at "
         f"{tuple(differ.nonzero()[0].tolist())}"
     )
+
+
+@pytest.mark.parametrize(
+    ("shape", "strides", "other_strides"),
+    [
+        ((1, 6, 3, 40), (720, 120, 40, 1), (7, 120, 40, 1)),
+        ((2, 6, 1, 40), (240, 40, 40, 1), (240, 40, 3, 1)),
+        ((2, 1, 40), (40, 40, 1), (40, 17, 1)),
+    ],
+    ids=["size1-batch", "size1-heads", "size1-sequence"],
+)
+def test_layouts_differing_only_in_a_size1_stride_share_a_build(rope, device, shape, strides, other_strides):
+    """A size-1 dimension's index is always 0, so its stride addresses nothing: layouts that differ only there (a
+    one-token step sliced from a longer buffer, against the same step as a tensor of its own) get the same kernel
+    arguments, hence one compiled specialization, instead of a build each."""
+    storage = torch.zeros(2048, dtype=torch.bfloat16, device=device)
+    values = storage.as_strided(shape, strides)
+    other = storage.as_strided(shape, other_strides)
+    angles = torch.zeros((1, shape[1], 8), device=device)
+    settings = rope.settings(device)
+    plans = [
+        rope._make_plan(v, angles, torch.empty(shape, dtype=v.dtype, device=device), False, settings, None)
+        for v in (values, other)
+    ]
+    assert plans[0].scalars == plans[1].scalars, (
+        f"strides {strides} and {other_strides} of a {shape} tensor: kernel arguments {plans[0].scalars} and "
+        f"{plans[1].scalars}"
+    )
+
+
+def test_the_gpu_rule_computes_cos_sin_for_at_most_2_pairs_a_thread_below_8_warps(rope, monkeypatch):
+    """The GPU's launch rule (the sweeps' DeepSeek configurations and the general rule): a thread inlines libdevice's
+    cos and sin for every pair it holds, so a program computing more than 2 pairs a thread gets more warps, up to 8
+    (programs of thousands of instructions otherwise made most of the suite's fresh-build time)."""
+    monkeypatch.setattr(rope, "_INTERPRETED", False)  # the interpreter's own configurations are not the GPU's
+    crowded = []
+    for element_size in (2, 4):
+        for heads in (1, 2, 3, 8, 32, 64, 128):
+            for channels, pairs in ((2, 1), (16, 2), (40, 8), (37, 5), (64, 32), (128, 32), (512, 32), (1024, 256)):
+                for rows_per_head in (1, 7, 64, 4096):
+                    for in_place in (False, True):
+                        rows = rows_per_head * heads
+                        config = rope._launch_config(rows, channels, pairs, element_size, heads, in_place)
+                        shared = rope._shares_frequencies(heads, config.block_rows)
+                        frequency_rows = 1 if shared else config.block_rows
+                        per_thread = frequency_rows * (config.rotary_channels // 2) / (32 * config.num_warps)
+                        if config.num_warps < 8 and per_thread > 2:
+                            crowded.append((rows, channels, pairs, element_size, heads, in_place, config, per_thread))
+    assert not crowded, f"{len(crowded)} launches compute cos/sin for more than 2 pairs a thread, e.g. {crowded[:3]}"

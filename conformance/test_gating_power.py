@@ -319,28 +319,27 @@ LAYOUT_MUTATIONS = {
     # stride taken from the sequence's, right only when x[:, t:t+1] is a tensor of its own. (The slip of issue 12: a
     # decoding step sliced from a longer buffer, one angle row per sequence.)
     "batch-stride-from-a-size1-sequence": (
-        "return tensor.stride(0), tensor.stride(1), tensor.stride(2) if four_d else 0, tensor.stride(-1)",
-        "return tensor.stride(0) if tensor.shape[1] > 1 else tensor.stride(1), tensor.stride(1), "
-        "tensor.stride(2) if four_d else 0, tensor.stride(-1)",
+        "return batch, sequence, head[0] if four_d else 0, tensor.stride(-1)",
+        "return batch if tensor.shape[1] > 1 else tensor.stride(1), sequence, head[0] if four_d else 0, "
+        "tensor.stride(-1)",
     ),
     # A zero channel stride taken for contiguous channels: an expanded upstream gradient (what output.sum() sends
     # back) read as if its row held C different values.
     "zero-channel-stride-read-as-contiguous": (
-        "return tensor.stride(0), tensor.stride(1), tensor.stride(2) if four_d else 0, tensor.stride(-1)",
-        "return tensor.stride(0), tensor.stride(1), tensor.stride(2) if four_d else 0, tensor.stride(-1) or 1",
+        "return batch, sequence, head[0] if four_d else 0, tensor.stride(-1)",
+        "return batch, sequence, head[0] if four_d else 0, tensor.stride(-1) or 1",
     ),
     # An expanded (stride-0) batch taken for a canonical one: values expanded over the batch read S rows further on
     # for each batch.
     "expanded-batch-read-as-canonical": (
-        "return tensor.stride(0), tensor.stride(1), tensor.stride(2) if four_d else 0, tensor.stride(-1)",
-        "return tensor.stride(0) or tensor.shape[1] * tensor.stride(1), tensor.stride(1), "
-        "tensor.stride(2) if four_d else 0, tensor.stride(-1)",
+        "return batch, sequence, head[0] if four_d else 0, tensor.stride(-1)",
+        "return batch or tensor.shape[1] * tensor.stride(1), sequence, head[0] if four_d else 0, tensor.stride(-1)",
     ),
     # The frequencies assumed to be laid out as a contiguous tensor of their shape: angles stored in another order
     # ([S, B, P] storage viewed as [B, S, P]) or sliced with a step are read in the wrong places.
     "frequencies-assumed-contiguous": (
-        "zip(frequencies.shape[:3], frequencies.stride()[:3], strict=True)",
-        "zip(frequencies.shape[:3], frequencies.contiguous().stride()[:3], strict=True)",
+        "return _strides_as_indexed(frequencies, 3)",
+        "return _strides_as_indexed(frequencies.contiguous(), 3)",
     ),
 }
 

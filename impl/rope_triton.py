@@ -515,7 +515,10 @@ def _launch_config(
     of the rotary block on 2 warps where heads share cos/sin, and 2 KiB on 4 warps where every row computes its own
     (3-D values; the speed gate found 4 KiB on 2 warps slower than 56961b2 for the FP32 compressed KV and index
     keys). With several heads, rows per program divide the heads where a power of two of at least 4 does, so that
-    a program's rows share one position's cos/sin.
+    a program's rows share one position's cos/sin. A program that computes cos/sin for more than 2 pairs a thread
+    gets more warps, up to 8: libdevice's ``cos`` and ``sin`` (their slow paths for large angles included) are
+    inlined for every pair a thread holds, and narrow rows, many to a program, made programs of thousands of
+    instructions on 255 registers that cost the suite's fresh builds most of their time (docs/ci.md).
     """
     if _INTERPRETED:
         return _interpreter_config(rows, channels, pairs)
@@ -534,7 +537,16 @@ def _launch_config(
     heads_power_of_two = heads & -heads  # the largest power of two dividing heads
     if heads_power_of_two >= 4:
         block_rows = min(block_rows, heads_power_of_two)
+    frequency_rows = 1 if _shares_frequencies(heads, block_rows) else block_rows
+    while num_warps < 8 and frequency_rows * rotary_channels // 2 > 2 * 32 * num_warps:
+        num_warps *= 2
     return LaunchConfig(block_rows, copy_channels, rotary_channels, num_warps)
+
+
+def _shares_frequencies(heads: int, block_rows: int) -> bool:
+    """Whether a program's rows are heads of one position, and so share its cos/sin: rows per program divide the
+    heads (the kernel's SHARED_FREQUENCIES)."""
+    return heads % block_rows == 0
 
 
 def _interpreter_config(rows: int, channels: int, pairs: int) -> LaunchConfig:
@@ -573,11 +585,19 @@ _PLANS: dict[tuple, _Plan] = {}
 _MAX_PLANS = 4096
 
 
+def _strides_as_indexed(tensor: torch.Tensor, dims: int) -> tuple[int, ...]:
+    """The strides of ``tensor``'s first ``dims`` dimensions as the kernel indexes them: 0 for a size-1 dimension,
+    whose index is always 0. Its stride addresses nothing, and passing it would give layouts that differ only there
+    (a one-token step sliced from a longer buffer, say) compiled kernels of their own: Triton specializes integer
+    arguments on their value (1, or divisible by 16)."""
+    return tuple(
+        stride if size > 1 else 0 for size, stride in zip(tensor.shape[:dims], tensor.stride()[:dims], strict=True)
+    )
+
+
 def _frequency_strides(frequencies: torch.Tensor) -> tuple[int, int, int]:
     """Batch, sequence and pair strides of ``[b, s, pairs(, 2)]`` frequencies; 0 where they broadcast (size 1)."""
-    return tuple(
-        stride if size > 1 else 0 for size, stride in zip(frequencies.shape[:3], frequencies.stride()[:3], strict=True)
-    )
+    return _strides_as_indexed(frequencies, 3)
 
 
 def _launch_kernel(
@@ -648,7 +668,8 @@ def _make_plan(
     config = config or _launch_config(rows, channels, pairs, values.element_size(), heads, in_place=output is values)
 
     def strides(tensor: torch.Tensor) -> tuple[int, int, int, int]:
-        return tensor.stride(0), tensor.stride(1), tensor.stride(2) if four_d else 0, tensor.stride(-1)
+        batch, sequence, *head = _strides_as_indexed(tensor, 3 if four_d else 2)
+        return batch, sequence, head[0] if four_d else 0, tensor.stride(-1)
 
     frequency_batch, frequency_sequence, frequency_pair = _frequency_strides(frequencies)
     names = ("stride_values_batch", "stride_values_sequence", "stride_values_head", "stride_values_channel")
@@ -667,7 +688,7 @@ def _make_plan(
         "stride_frequencies_pair": frequency_pair,
         "COPY_CHANNELS": output is not values,
         "IN_KERNEL_FREQUENCIES": settings.in_kernel_frequencies,
-        "SHARED_FREQUENCIES": heads % config.block_rows == 0,
+        "SHARED_FREQUENCIES": _shares_frequencies(heads, config.block_rows),
         "REAL": settings.contraction[0],
         "IMAG": settings.contraction[1],
         "BLOCK_R": config.block_rows,

@@ -21,13 +21,24 @@ EVERY_IMPLEMENTATION = (
 )
 
 
+def certify_section() -> str:
+    """README's "Certify your own kernel" section."""
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Certify your own kernel", 1)[1]
+    return section.split("\n## ", 1)[0]
+
+
 def smoke_selection() -> str:
     """The ``-k`` expression of the smoke selection in README's "Certify your own kernel"."""
-    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Certify your own kernel", 1)[1]
-    section = section.split("\n## ", 1)[0]
-    found = re.findall(r'-k "([^"]+)"', section)
+    found = re.findall(r'-k "([^"]+)"', certify_section())
     assert len(found) == 1, f"the section should give one smoke selection, found {found}"
     return found[0]
+
+
+def stated_smoke_size() -> int:
+    """How many tests README says the smoke selection runs ("a smoke selection of N tests")."""
+    found = re.findall(r"smoke selection of (\d+) tests", certify_section())
+    assert len(found) == 1, f"the section should state the smoke selection's size once, found {found}"
+    return int(found[0])
 
 
 def test_the_smoke_selection_is_small_and_reaches_every_property() -> None:
@@ -53,6 +64,7 @@ def test_the_smoke_selection_is_small_and_reaches_every_property() -> None:
     ).stdout.splitlines()
     tests = [line for line in collected if "::" in line]
     assert 30 <= len(tests) <= 100, f"{len(tests)} tests"
+    assert len(tests) == stated_smoke_size(), f"README says {stated_smoke_size()} tests; the selection has {len(tests)}"
     for suite in EVERY_IMPLEMENTATION:
         assert any(suite in test for test in tests), f"the smoke selection reaches no {suite}"
     assert {"bf16", "fp16", "fp32"} <= {dtype for test in tests for dtype in re.findall(r"\b(bf16|fp16|fp32)-", test)}

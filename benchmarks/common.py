@@ -130,13 +130,13 @@ class GraphTimer:
         return Timing(self.warm_ms(fn, calls), self.cold_ms(fn, calls), host_ms)
 
     def _calls(self, fn: Callable[[], object]) -> int:
-        """Calls per graph: enough for a replay of about 2 ms, at most 50."""
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        return int(min(50, max(1, math.ceil(2.0 / max(start.elapsed_time(end), 1e-3)))))
+        """Calls per graph: enough for a replay of about 2 ms, at most 50, counted from the GPU time of one call in
+        a graph. Each replay starts with a gap its calls share (the graph's launch), so calls of the same GPU time must
+        get the same count: one call timed between events in a stream, which this count used before, holds the host's
+        time too, and gave host-heavy calls (the public call over the bare launch, a backward through autograd) fewer
+        calls to share the gap, which read them slower than the same kernel launched bare (runs 62-63)."""
+        one_call_ms = self._replay_ms(self._capture(fn, 1), 1)
+        return int(min(50, max(1, math.ceil(2.0 / max(one_call_ms, 1e-3)))))
 
     def warm_ms(self, fn: Callable[[], object], calls: int | None = None) -> float:
         """GPU time per call of ``fn`` with a warm L2: the median replay of a graph of ``calls`` calls."""

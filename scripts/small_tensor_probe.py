@@ -6,11 +6,14 @@ On a CUDA machine, from the repository root (the sketch from ``.peers/one_launch
     ncu --clock-control none python -m scripts.small_tensor_probe --once   # one launch of each, for the counters
 
 For the window KV, compressed KV, index keys and index query (BF16 and FP32), by CUDA-graph replay with a warm L2:
-``clone``, the Triton copy, the same copy kernel handed as many unused integer arguments as our kernel takes (what
-a launch's larger parameter block costs in graph replay, where ours trails the sketch while under ncu one launch of
-ours is the faster), the public forward (``apply_rope_triton``), the launcher called directly (``_launch``, no checks,
-no custom op, no autograd), the compiled kernel launched from its plan, and the sketch; and the CUDA kernels one
-public forward launches (``torch.profiler``).
+``clone``, the Triton copy, the same copy kernel handed as many unused integer arguments as our kernel takes (what a
+launch's larger parameter block costs in graph replay, where ours trails the sketch while under ncu one launch of ours
+is the faster), the public forward (``apply_rope_triton``), the launcher called directly (``_launch``, no checks, no
+custom op, no autograd), the compiled kernel launched from its plan, and the sketch; and the CUDA kernels one public
+forward launches (``torch.profiler``). Every call is timed in each of ``--rounds`` rounds, in an order that rotates
+from round to round; each ratio (a call over the clone, the unused-arguments copy over the plain copy, our launcher
+over the sketch) is taken within a round and printed as [median, least, greatest] over the rounds: runs 60 and 61
+(three rounds, each call timed apart) read the unused arguments' cost from -9% to +18% on the same rows.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from benchmarks.against import load_sketch
@@ -59,6 +64,37 @@ def triton_copy_with_unused_arguments(values: torch.Tensor) -> torch.Tensor:
         values, output, values.numel(), *unused, BLOCK=4096, num_warps=4
     )
     return output
+
+
+def alternating_times(
+    calls: dict[str, Callable[[], object]], time_ms: Callable[[Callable[[], object]], float], rounds: int
+) -> list[dict[str, float]]:
+    """Each call's time in each of ``rounds`` rounds. The order of the calls rotates from round to round, so that no
+    call always runs right after the same one; ratios taken within a round (a call over the clone, or over another
+    call) then share that round's state of the GPU, which moves by more than the differences sought at 2-3 us."""
+    labels = list(calls)
+    times = []
+    for round_index in range(rounds):
+        start = round_index % len(labels)
+        times.append({label: time_ms(calls[label]) for label in labels[start:] + labels[:start]})
+    return times
+
+
+def ratio_summary(times: list[dict[str, float]], numerator: str, denominator: str) -> list[float]:
+    """The median, least and greatest of ``numerator``'s time over ``denominator``'s, taken round by round."""
+    ratios = sorted(round_times[numerator] / round_times[denominator] for round_times in times)
+    return [round(float(np.median(ratios)), 3), round(ratios[0], 3), round(ratios[-1], 3)]
+
+
+def event_timed_calls(call: Callable[[], object]) -> int:
+    """Calls per graph as :class:`benchmarks.common.GraphTimer` counted them before run 62: one call timed between
+    CUDA events in a stream (host time included), enough for 2 ms, at most 50."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    call()
+    end.record()
+    end.synchronize()
+    return int(min(50, max(1, -(-2.0 // max(start.elapsed_time(end), 1e-3)))))
 
 
 def kernels_of(call) -> list[str]:
@@ -100,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--once", action="store_true", help="launch each once (after a warm-up), for ncu")
     parser.add_argument("--sass", type=Path, help="write the SASS of our compiled kernel and the sketch's here")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of every call, in rotating order (default 5)")
     args = parser.parse_args(argv)
     from impl import rope_triton as rope
 
@@ -133,11 +170,19 @@ def main(argv: list[str] | None = None) -> int:
                         torch.cuda.synchronize()
                 continue
             row = {"case": name, "dtype": str(dtype).removeprefix("torch."), "config": str(plan.scalars)[-120:]}
-            clone_ms = min(timer.gpu_ms(values.clone, False) for _ in range(3))
-            for label, call in calls.items():
+            for call in calls.values():
                 call()
-                row[label] = round(min(timer.gpu_ms(call, False) for _ in range(3)) / clone_ms, 3)
-            row["clone_us"] = round(clone_ms * 1e3, 2)
+            times = alternating_times(calls, lambda call: timer.gpu_ms(call, False), args.rounds)
+            for label in calls:  # [median, least, greatest] over the clone of the same round
+                row[label] = ratio_summary(times, label, "clone")
+            row["unused_arguments_over_copy"] = ratio_summary(times, "triton_copy_unused_arguments", "triton_copy")
+            if "sketch" in calls:
+                row["launch_over_sketch"] = ratio_summary(times, "launch", "sketch")
+            row["clone_us"] = round(float(np.median([round_times["clone"] for round_times in times])) * 1e3, 2)
+            # Calls a graph holds for each way of calling (GraphTimer's count), beside the count an event-timed call
+            # gives, which includes host time (GraphTimer's count before run 62).
+            row["calls"] = {label: timer._calls(call) for label, call in calls.items()}
+            row["calls_event_timed"] = {label: event_timed_calls(call) for label, call in calls.items()}
             row["public_kernels"] = kernels_of(calls["public"])
             leaf = values.detach().requires_grad_(True)
             output, grad = rope.apply_rope_triton(leaf, angles), torch.ones_like(values)

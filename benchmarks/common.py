@@ -46,6 +46,11 @@ class Timing:
         return {"warm": self.warm_ms, "cold": self.cold_ms, "host": self.host_ms}
 
 
+def calls_per_graph(one_call_ms: float) -> int:
+    """How many back-to-back calls of ``one_call_ms`` a graph holds: enough for a replay of about 2 ms, at most 50."""
+    return int(min(50, max(1, math.ceil(2.0 / max(one_call_ms, 1e-3)))))
+
+
 class GraphTimer:
     """Times callables by replaying CUDA graphs of them, so that host time is excluded from GPU time.
 
@@ -135,8 +140,7 @@ class GraphTimer:
         get the same count: one call timed between events in a stream, which this count used before, holds the host's
         time too, and gave host-heavy calls (the public call over the bare launch, a backward through autograd) fewer
         calls to share the gap, which read them slower than the same kernel launched bare (runs 62-63)."""
-        one_call_ms = self._replay_ms(self._capture(fn, 1), 1)
-        return int(min(50, max(1, math.ceil(2.0 / max(one_call_ms, 1e-3)))))
+        return calls_per_graph(self._replay_ms(self._capture(fn, 1), 1))
 
     def warm_ms(self, fn: Callable[[], object], calls: int | None = None) -> float:
         """GPU time per call of ``fn`` with a warm L2: the median replay of a graph of ``calls`` calls."""

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from benchmarks.against import load_sketch
-from benchmarks.common import GraphTimer, triton_copy
+from benchmarks.common import GraphTimer, calls_per_graph, triton_copy
 from benchmarks.shapes import CASES, make_angles, make_values
 
 SMALL = ("window_kv", "compressed_kv", "index_keys", "index_query")
@@ -66,17 +66,16 @@ def triton_copy_with_unused_arguments(values: torch.Tensor) -> torch.Tensor:
     return output
 
 
-def alternating_times(
-    calls: dict[str, Callable[[], object]], time_ms: Callable[[Callable[[], object]], float], rounds: int
-) -> list[dict[str, float]]:
-    """Each call's time in each of ``rounds`` rounds. The order of the calls rotates from round to round, so that no
-    call always runs right after the same one; ratios taken within a round (a call over the clone, or over another
-    call) then share that round's state of the GPU, which moves by more than the differences sought at 2-3 us."""
-    labels = list(calls)
+def alternating_times(measurements: dict[str, Callable[[], float]], rounds: int) -> list[dict[str, float]]:
+    """Each measurement (a call's time in ms) taken once in each of ``rounds`` rounds. The order rotates from round to
+    round, so that no call always runs right after the same one; ratios taken within a round (a call over the clone,
+    or over another call) then share that round's state of the GPU, which moves by more than the differences sought
+    at 2-3 us."""
+    labels = list(measurements)
     times = []
     for round_index in range(rounds):
         start = round_index % len(labels)
-        times.append({label: time_ms(calls[label]) for label in labels[start:] + labels[:start]})
+        times.append({label: measurements[label]() for label in labels[start:] + labels[:start]})
     return times
 
 
@@ -94,7 +93,7 @@ def event_timed_calls(call: Callable[[], object]) -> int:
     call()
     end.record()
     end.synchronize()
-    return int(min(50, max(1, -(-2.0 // max(start.elapsed_time(end), 1e-3)))))
+    return calls_per_graph(start.elapsed_time(end))
 
 
 def kernels_of(call) -> list[str]:
@@ -172,16 +171,20 @@ def main(argv: list[str] | None = None) -> int:
             row = {"case": name, "dtype": str(dtype).removeprefix("torch."), "config": str(plan.scalars)[-120:]}
             for call in calls.values():
                 call()
-            times = alternating_times(calls, lambda call: timer.gpu_ms(call, False), args.rounds)
+            # Calls a graph holds for each way of calling (GraphTimer's count, once per call for every round), beside
+            # the count an event-timed call gives, which includes host time (GraphTimer's count before run 62).
+            counts = {label: timer._calls(call) for label, call in calls.items()}
+            measurements = {
+                label: functools.partial(timer.warm_ms, call, counts[label]) for label, call in calls.items()
+            }
+            times = alternating_times(measurements, args.rounds)
             for label in calls:  # [median, least, greatest] over the clone of the same round
                 row[label] = ratio_summary(times, label, "clone")
             row["unused_arguments_over_copy"] = ratio_summary(times, "triton_copy_unused_arguments", "triton_copy")
             if "sketch" in calls:
                 row["launch_over_sketch"] = ratio_summary(times, "launch", "sketch")
             row["clone_us"] = round(float(np.median([round_times["clone"] for round_times in times])) * 1e3, 2)
-            # Calls a graph holds for each way of calling (GraphTimer's count), beside the count an event-timed call
-            # gives, which includes host time (GraphTimer's count before run 62).
-            row["calls"] = {label: timer._calls(call) for label, call in calls.items()}
+            row["calls"] = counts
             row["calls_event_timed"] = {label: event_timed_calls(call) for label, call in calls.items()}
             row["public_kernels"] = kernels_of(calls["public"])
             leaf = values.detach().requires_grad_(True)

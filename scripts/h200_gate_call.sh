@@ -22,9 +22,9 @@ STEPS="calibration suite smoke sanitize" group s SUITE_SECONDS=230 SANITIZE_SECO
 if [ -n "${PREVIOUS:-}" ]; then STEPS="against" group a1 AGAINST="$PREVIOUS" AGAINST_SECONDS=90; fi
 STEPS="against" group a2 AGAINST=36b8391 AGAINST_SECONDS=80
 STEPS="bench" group b BENCH_SECONDS=110
-wrong=conformance.judged.wrong
-wrong="$wrong:product_in_bf16 $wrong:rotates_leading_channels $wrong:backward_without_conjugate"
-wrong="$wrong conformance.judged.wrong:canonical_nan_copies"
+judged=conformance.judged.wrong  # the four wrong implementations, each of which the suite must fail
+wrong="$judged:product_in_bf16 $judged:rotates_leading_channels"
+wrong="$wrong $judged:backward_without_conjugate $judged:canonical_nan_copies"
 STEPS="judge" group j JUDGE_SECONDS=60 JUDGE_PASSING=impl.rope_triton:_apply_rope_torch JUDGE_IMPLS="$wrong"
 if [ "${PROBE:-0}" = 1 ]; then STEPS="probe" group p PROBE_SECONDS=100 PROBE_NCU_SECONDS=80; fi
 ls -la "$out"

@@ -78,6 +78,11 @@ TENSOR_BYTES = 256 * MIB
 BLOCK_ELEMENTS = (256, 512, 1024, 2048, 4096, 8192)
 NUM_WARPS = (2, 4, 8)
 ELEMENTS_PER_THREAD = (4, 32)
+# In place a thread may hold a single pair (2 elements), from programs of 128 elements: where rows do not share cos/sin
+# (3-D values), each pair costs a cos/sin of its own, whose latency a thread with one pair does not serialize (the
+# sweeps before run 64 never timed one pair a thread).
+IN_PLACE_BLOCK_ELEMENTS = (128, *BLOCK_ELEMENTS)
+IN_PLACE_ELEMENTS_PER_THREAD = (2, 32)
 # Copied-chunk widths: 64 channels is a whole 128-byte line in BF16; narrower chunks split lines. A chunk as wide as
 # the copied part (rounded up to a power of two) copies a row in one masked access.
 CHUNK_WIDTHS = (64, 128, 256, 512, 1024)
@@ -102,10 +107,11 @@ def in_place_configs(rope: ModuleType, default: Any) -> list[Any]:
     """The grid of one in-place group, the current choice first: rows per program and warps, the rotary block in
     the default's chunk (in place copies nothing)."""
     configs = [default]
-    for elements in BLOCK_ELEMENTS:
+    least, most = IN_PLACE_ELEMENTS_PER_THREAD
+    for elements in IN_PLACE_BLOCK_ELEMENTS:
         for num_warps in NUM_WARPS:
             per_thread = elements // (32 * num_warps)
-            if elements >= default.rotary_channels and ELEMENTS_PER_THREAD[0] <= per_thread <= ELEMENTS_PER_THREAD[1]:
+            if elements >= default.rotary_channels and least <= per_thread <= most:
                 block_rows = elements // default.rotary_channels
                 config = rope.LaunchConfig(block_rows, default.copy_channels, default.rotary_channels, num_warps)
                 if config not in configs:
@@ -313,7 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "tensor_bytes_target": TENSOR_BYTES,
             "block_elements": list(BLOCK_ELEMENTS),
             "num_warps": list(NUM_WARPS),
-            "elements_per_thread": list(ELEMENTS_PER_THREAD),
+            "elements_per_thread": list(IN_PLACE_ELEMENTS_PER_THREAD if args.in_place else ELEMENTS_PER_THREAD),
+            "in_place_block_elements": list(IN_PLACE_BLOCK_ELEMENTS),
             "chunk_widths": list(CHUNK_WIDTHS),
             "replays": timer.replays,
             "time_budget_s": args.time_budget,

@@ -8,7 +8,10 @@ an in-place op), the in-place time over:
 * the bytes floor: reading and writing the ``2P`` rotary channels of every row, ``2P/C`` of that copy;
 * our out-of-place call;
 * flash-attention's in-place rotary (``flash_attn/ops/triton/rotary.py``, interleaved pairs) on the same
-  ``values[..., -2P:]`` slice, given cos/sin tables computed beforehand, where the file is available.
+  ``values[..., -2P:]`` slice, given cos/sin tables computed beforehand, where the file is available;
+* and, over flash-attention's time, our in-place launch handed ``torch.polar``'s (cos, sin) table computed
+  beforehand as flash-attention is handed its tables (``in_kernel_frequencies=False``): what our call would cost
+  without computing cos/sin, the work our call does and flash-attention's timed call does not.
 
 The row also counts the rotated elements where flash-attention's bits differ from ours (ours are eager's, which the
 conformance suite proves), and gives both calls' host time. flash-attention is not a dependency: its rotary file is
@@ -17,6 +20,7 @@ read from ``$DSV41_FLASH_ROTARY`` or ``.peers/flash_attn_rotary.py`` (see docs/b
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 from collections.abc import Callable
@@ -33,7 +37,7 @@ IN_PLACE_CASES = ("query", "index_query", "window_kv", "compressed_kv", "index_k
 FLASH_ROTARY_PATHS = (os.environ.get("DSV41_FLASH_ROTARY", ""), ".peers/flash_attn_rotary.py")
 IN_PLACE_HEADER = (
     f"{'in place':<15} {'dtype':<5} {'cold us':>8} {'x copy':>7} {'x floor':>7} {'x ours':>7} {'x flash':>7} "
-    f"{'host us':>8} {'host oop':>8} {'flash differs':>13}"
+    f"{'table/fl':>8} {'host us':>8} {'host oop':>8} {'flash differs':>13}"
 )
 
 
@@ -78,6 +82,10 @@ def measure_in_place(
                 row["flash_differs"] = _flash_differences(values, angles, rope, flash_rotary, cos, sin)
             except Exception as error:  # the peer's failure must not end the run
                 row["flash_error"] = short_error(error)
+        handed_table = _handed_table_call(rope, values, angles)
+        if handed_table is not None:
+            handed_table()
+            timings["handed_table"] = timer.time(handed_table)
     floor_ms = timings["copy"].cold_ms * 2 * PAIRS / channels
     in_place = timings["in_place"]
     row.update(
@@ -87,6 +95,11 @@ def measure_in_place(
         ratio_to_floor=in_place.cold_ms / floor_ms,
         ratio_to_out_of_place=in_place.cold_ms / timings["out_of_place"].cold_ms,
         ratio_to_flash=in_place.cold_ms / timings["flash"].cold_ms if "flash" in timings else None,
+        handed_table_to_flash=(
+            timings["handed_table"].cold_ms / timings["flash"].cold_ms
+            if "flash" in timings and "handed_table" in timings
+            else None
+        ),
     )
     row["target"] = {
         "target": "in place <= flash-attention in place (cold)",
@@ -95,6 +108,20 @@ def measure_in_place(
         "host_not_above_out_of_place": in_place.host_ms <= timings["out_of_place"].host_ms,
     }
     return row
+
+
+def _handed_table_call(rope: ModuleType, values: torch.Tensor, angles: torch.Tensor) -> Callable[[], None] | None:
+    """Our in-place launch of ``values`` handed ``torch.polar``'s (cos, sin) table of ``angles``, computed here,
+    outside the timing (None for a kernel file without that launch, or a device that runs the eager path)."""
+    launch, settings = getattr(rope, "_launch_kernel", None), getattr(rope, "settings", None)
+    if launch is None or settings is None:
+        return None
+    chosen = settings(values.device)
+    if chosen.contraction is None:
+        return None
+    table = torch.view_as_real(torch.polar(torch.ones_like(angles), angles))
+    handed = dataclasses.replace(chosen, in_kernel_frequencies=False)
+    return lambda: launch(values, table, values, negate_sin=False, settings=handed)
 
 
 def _flash_differences(values, angles, rope, flash_rotary, cos, sin) -> int:
@@ -123,6 +150,7 @@ def format_in_place_row(row: dict[str, Any]) -> str:
         f"{row['case']:<15} {row['dtype'].replace('bfloat', 'bf').replace('float', 'fp'):<5} "
         f"{times['in_place']['cold'] * 1e3:>8.1f} {row['ratio_to_copy']:>7.3f} {row['ratio_to_floor']:>7.2f} "
         f"{row['ratio_to_out_of_place']:>7.3f} {cell(row['ratio_to_flash'], '7.3f')} "
+        f"{cell(row.get('handed_table_to_flash'), '8.3f')} "
         f"{times['in_place']['host'] * 1e3:>8.1f} {times['out_of_place']['host'] * 1e3:>8.1f} "
         f"{cell(row.get('flash_differs'), '13d')}"
     )

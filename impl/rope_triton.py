@@ -487,16 +487,20 @@ _SWEPT_CONFIGS = {
     (512, 32, 2, 64, True): LaunchConfig(32, 512, 64, 2),  # BF16/FP16 query in place: 0.251x copy (0.260x)
     (512, 32, 4, 64, True): LaunchConfig(32, 512, 64, 4),  # FP32 query in place: 0.168x (0.170x)
     (128, 32, 2, 32, True): LaunchConfig(32, 64, 64, 2),  # BF16/FP16 index query in place: 0.899x (1.097x)
-    # BF16/FP16 window KV in place: 0.605x (1.197x); the compressed KV's best, R8 w4, 0.854x (rule: 1.796x)
+    # The 3-D tensors in place (each row its own cos/sin): one pair a thread, the fastest of the in-place sweep of run
+    # 64 (an H100, cold) for every one, which the sweeps before had not timed. BF16/FP16 index keys 0.988x (R8 w4:
+    # 1.033x); FP32 window KV 0.385x (its best, R4 w4, 0.382x; R16 w8 0.387x), compressed KV, the same key, 0.530x
+    # (R16 w8: 0.543x); the index keys 0.942x (R4 w2: 1.010x). The BF16/FP16 window and compressed KV keep 16 rows on
+    # 8 warps (the sweep of run 19; the window KV 0.567x, the compressed KV 0.712x in run 64): one pair a thread, 8
+    # rows on 8 warps, was faster cold (0.547x, 0.702x) but 4.6% slower warm on the window KV in the speed gate
+    # against this configuration (run 65).
     (512, 32, 2, 1, True): LaunchConfig(16, 512, 64, 8),
-    # BF16/FP16 index keys in place: 1.041x (16 rows on 8 warps, 1.280x, in the sweep of 2026-12-04 15:27: run 36)
-    (128, 32, 2, 1, True): LaunchConfig(8, 64, 64, 4),
+    (128, 32, 2, 1, True): LaunchConfig(2, 64, 64, 2),
+    (512, 32, 4, 1, True): LaunchConfig(8, 512, 64, 8),
+    (128, 32, 4, 1, True): LaunchConfig(2, 64, 64, 2),
     # FP32 in place, the sweep of 2026-12-04 19:00 (run 48), cold: the index query 0.624x (rule, R16 w2: 0.664x);
-    # the window KV 0.414x (R8 w4: 0.455x) and the compressed KV, the same key, 0.649x (0.674x; its best, R4 w2,
-    # 0.634x); the index keys 1.057x (R8 w4: 1.185x); the 2 GB tensor 0.140x (R16 w2: 0.145x)
+    # the 2 GB tensor 0.140x (R16 w2: 0.145x)
     (128, 32, 4, 32, True): LaunchConfig(16, 64, 64, 4),
-    (512, 32, 4, 1, True): LaunchConfig(16, 512, 64, 8),
-    (128, 32, 4, 1, True): LaunchConfig(4, 64, 64, 2),
     (512, 32, 4, 128, True): LaunchConfig(16, 512, 64, 4),
     # BF16/FP16 2 GB tensor in place, the same sweep: 0.162x (rule, R32 w2: 0.164x)
     (512, 32, 2, 128, True): LaunchConfig(128, 512, 64, 8),
@@ -512,13 +516,14 @@ def _launch_config(
     part and the rotary block each in one chunk as wide as it is, rounded up to a power of two (at most 1024
     channels), as many rows as make 4 KiB of the widest chunk, on 2 warps: the sweeps' fastest programs hold a few
     KiB of whole rows, and a program then has all its loads in flight at once. In place, which copies nothing: 4 KiB
-    of the rotary block on 2 warps where heads share cos/sin, and 2 KiB on 4 warps where every row computes its own
-    (3-D values; the speed gate found 4 KiB on 2 warps slower than 56961b2 for the FP32 compressed KV and index
-    keys). With several heads, rows per program divide the heads where a power of two of at least 4 does, so that
-    a program's rows share one position's cos/sin. A program that computes cos/sin for more than 2 pairs a thread
-    gets more warps, up to 8: libdevice's ``cos`` and ``sin`` (their slow paths for large angles included) are
-    inlined for every pair a thread holds, and narrow rows, many to a program, made programs of thousands of
-    instructions on 255 registers that cost the suite's fresh builds most of their time (docs/ci.md).
+    of the rotary block on 2 warps where heads share cos/sin, and one pair a thread on 4 warps where every row
+    computes its own (3-D values: a thread then waits for one cos/sin, not several in a row; the fastest for every
+    3-D DeepSeek tensor in the in-place sweep of run 64). With several heads, rows per program divide the heads where
+    a power of two of at least 4 does, so that a program's rows share one position's cos/sin. A program that computes
+    cos/sin for more than 2 pairs a thread gets more warps, up to 8: libdevice's ``cos`` and ``sin`` (their slow
+    paths for large angles included) are inlined for every pair a thread holds, and narrow rows, many to a program,
+    made programs of thousands of instructions on 255 registers that cost the suite's fresh builds most of their
+    time (docs/ci.md).
     """
     if _INTERPRETED:
         return _interpreter_config(rows, channels, pairs)
@@ -527,8 +532,8 @@ def _launch_config(
         return swept
     copy_channels = min(triton.next_power_of_2(max(channels - 2 * pairs, 1)), 1024)
     rotary_channels = min(triton.next_power_of_2(2 * pairs), 1024)
-    if in_place and heads == 1:  # only the rotary block moves, and every row has its own cos/sin
-        block_rows, num_warps = max(1, 2048 // (rotary_channels * element_size)), 4
+    if in_place and heads == 1:  # only the rotary block moves, and every row has its own cos/sin: one pair a thread
+        block_rows, num_warps = max(1, 2 * 32 * 4 // rotary_channels), 4
     elif in_place:
         block_rows, num_warps = max(1, 4096 // (rotary_channels * element_size)), 2
     else:

@@ -8,6 +8,8 @@ tensors unless Triton's interpreter is on.
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 import torch
 
@@ -281,3 +283,65 @@ def test_the_gpu_rule_computes_cos_sin_for_at_most_2_pairs_a_thread_below_8_warp
                         if config.num_warps < 8 and per_thread > 2:
                             crowded.append((rows, channels, pairs, element_size, heads, in_place, config, per_thread))
     assert not crowded, f"{len(crowded)} launches compute cos/sin for more than 2 pairs a thread, e.g. {crowded[:3]}"
+
+
+# Divisors: 1, powers of two and their neighbours, the programs a batch element takes on this file's shapes, and the
+# largest; dividends: the first ids, each side of the divisor's multiples, and the largest program ids a grid has, where
+# the kernel's sum leaves int32's range.
+DIVISORS = [1, 2, 3, 5, 6, 7, 15, 255, 256, 257, 4095, 65537, 2**30 - 1, 2**30, 2**30 + 1, 2**31 - 1]
+
+# A kernel that applies the kernel's division helper to a block of dividends. Written to a file of its own: Triton
+# reads a kernel's source, and on CUDA (Triton 3.6) it cannot take the helper as an argument.
+_QUOTIENTS_SOURCE = """
+import triton
+import triton.language as tl
+
+divide = None  # the kernel's helper, set before the first launch
+
+
+@triton.jit
+def quotients_kernel(dividends_ptr, quotients_ptr, count, magic, shift, BLOCK: tl.constexpr):
+    index = tl.arange(0, BLOCK)
+    dividends = tl.load(dividends_ptr + index, mask=index < count)
+    tl.store(quotients_ptr + index, divide(dividends, magic, shift), mask=index < count)
+"""
+
+
+@pytest.fixture(scope="module")
+def quotients_kernel(rope, tmp_path_factory):
+    path = tmp_path_factory.mktemp("division") / "division_probe.py"
+    path.write_text(_QUOTIENTS_SOURCE)
+    spec = importlib.util.spec_from_file_location(f"division_probe_{id(rope)}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.divide = rope._divide
+    return module.quotients_kernel
+
+
+def _dividends(divisor: int) -> list[int]:
+    near_multiples = [k * divisor + r for k in (1, 2, 3, 1000, 2**31 // divisor) for r in (-1, 0, 1)]
+    return sorted({n for n in [*range(64), *near_multiples, *range(2**31 - 64, 2**31)] if 0 <= n < 2**31})
+
+
+@pytest.mark.parametrize("divisor", DIVISORS)
+def test_the_kernel_divides_program_ids_exactly(rope, device, quotients_kernel, divisor):
+    """A program's batch element is its id divided by the programs each one takes, computed as a multiply-high, an add
+    and a shift with the launcher's magic number (``_division_magic``, ``_divide``): exact for every id a grid has."""
+    magic, shift = rope._division_magic(divisor)
+    assert -(2**31) <= magic < 2**31, f"magic number {magic} of {divisor} is not an int32 kernel argument"
+    dividends = torch.tensor(_dividends(divisor), dtype=torch.int32)
+    block = 1 << (len(dividends) - 1).bit_length()
+    on_device = dividends.to(device), torch.full_like(dividends, -1).to(device)
+    quotients_kernel[(1,)](*on_device, len(dividends), magic, shift, block)
+    got, expected = on_device[1].cpu().long(), dividends.long() // divisor
+    wrong = (got != expected).nonzero().flatten()
+    assert len(wrong) == 0, (
+        f"{len(wrong)} of {len(dividends)} quotients by {divisor} wrong (magic {magic}, shift {shift}), first: "
+        f"{int(dividends[wrong[0]])} // {divisor} gave {int(got[wrong[0]])}, not {int(expected[wrong[0]])}"
+    )
+
+
+@pytest.mark.parametrize("divisor", [0, -1, 2**31])
+def test_division_magic_refuses_divisors_the_kernel_cannot_take(rope, divisor):
+    with pytest.raises(ValueError, match="divides by 1 to 2\\*\\*31 - 1"):
+        rope._division_magic(divisor)

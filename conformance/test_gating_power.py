@@ -108,8 +108,17 @@ MUTATIONS = {
         "frequency_position = tl.program_id(0) * BLOCK_R // heads + tl.zeros((1,), dtype=tl.int32)",
     ),
     "first-row-counted-across-the-batch": (
-        "first_row = (tl.program_id(0) - batch * programs_per_batch) * BLOCK_R",
-        "first_row = tl.program_id(0) * BLOCK_R",
+        "first_row = (program - batch * programs_per_batch) * BLOCK_R",
+        "first_row = program * BLOCK_R",
+    ),
+    # The batch element: the program id divided by a multiply-high with the launcher's magic number.
+    "batch-magic-number-rounded-down": (
+        "magic = -(-(1 << (32 + shift)) // divisor) - (1 << 32)",
+        "magic = (1 << (32 + shift)) // divisor - (1 << 32)",
+    ),
+    "batch-quotient-without-the-dividend": (
+        "total = tl.umulhi(dividend, magic) + dividend",
+        "total = tl.umulhi(dividend, magic)",
     ),
     "frequency-pair-stride-ignored": (
         "frequency = frequency_row + pair[None, :] * stride_frequency",

@@ -183,6 +183,13 @@ if HAVE_TRITON:
         return real, imag
 
     @triton.jit
+    def _divide(dividend, magic, shift):
+        """``dividend // divisor`` for ``0 <= dividend < 2**31``, given ``(magic, shift) = _division_magic(divisor)``.
+        The sum exceeds int32's range for large dividends (it stays below 2**32), so it is shifted as unsigned."""
+        total = tl.umulhi(dividend, magic) + dividend  # umulhi: of the unsigned product
+        return (total.to(tl.uint32, bitcast=True) >> shift).to(tl.int32, bitcast=True)
+
+    @triton.jit
     def _row_offset(batch, position, head, stride_batch, stride_sequence, stride_head):
         """Element offset of each row's start (``[BLOCK_R, 1]``, 64-bit: rows * channels exceeds 2**31)."""
         offset = batch.to(tl.int64) * stride_batch + position.to(tl.int64) * stride_sequence
@@ -285,7 +292,9 @@ if HAVE_TRITON:
             tl.debug_barrier()
         tl.store(target + channel[None, :] * stride_target, rotated, mask=mask)
 
-    @triton.jit
+    # Triton would specialize the magic number and shift on their values (1, multiples of 16) and so build more kernels
+    # for the same shapes.
+    @triton.jit(do_not_specialize=["batch_magic", "batch_shift"])
     def _rope_kernel(
         # Pointers: values [batch, sequence, heads, channels]; frequencies [batch or 1, sequence or 1, pairs] float32
         # angles, or torch.polar's (cos, sin) pairs [..., pairs, 2]; output shaped like values (values itself when
@@ -293,9 +302,12 @@ if HAVE_TRITON:
         values_ptr,
         frequencies_ptr,
         output_ptr,
-        # Sizes. Each batch element's sequence * heads rows take programs_per_batch programs; the rotary block is
-        # channels [pair_offset, pair_offset + 2 * pairs).
+        # Sizes. Each batch element's sequence * heads rows take programs_per_batch programs (division by it: the
+        # magic number and shift of _division_magic); the rotary block is channels [pair_offset, pair_offset + 2 *
+        # pairs).
         programs_per_batch,
+        batch_magic,
+        batch_shift,
         sequence,
         heads,
         pairs,
@@ -329,12 +341,14 @@ if HAVE_TRITON:
         COPY_K: tl.constexpr,
         ROTARY_K: tl.constexpr,
     ):
-        # A program owns BLOCK_R rows of one batch element: its batch is one division of the program id, and a row's
-        # position and head are divisions by ``heads`` alone (none where heads is 1), never by the sequence length.
-        # In 32 bits (the launcher keeps rows below 2**31; a 64-bit division is a long software routine); offsets are
-        # 64-bit.
-        batch = tl.program_id(0) // programs_per_batch
-        first_row = (tl.program_id(0) - batch * programs_per_batch) * BLOCK_R  # of the batch element's rows
+        # A program owns BLOCK_R rows of one batch element: its batch is the program id divided by programs_per_batch
+        # (a multiply-high, an add and a shift: a division is some 25 dependent instructions before the first load),
+        # and a row's position and head are divisions by ``heads`` alone (none where heads is 1), never by the sequence
+        # length. In 32 bits (the launcher keeps rows below 2**31; a 64-bit division is a long software routine);
+        # offsets are 64-bit.
+        program = tl.program_id(0)
+        batch = _divide(program, batch_magic, batch_shift)
+        first_row = (program - batch * programs_per_batch) * BLOCK_R  # of the batch element's rows
         row = first_row + tl.arange(0, BLOCK_R)
         row_ok = (row < sequence * heads)[:, None]
         position = row // heads
@@ -671,6 +685,7 @@ def _make_plan(
     if rows > _MAX_ROWS:  # _uses_fused_kernel sends such tensors to the eager path; this guards direct callers
         raise ValueError(f"the kernel indexes rows in 32 bits: {rows} rows (values {_describe(values)}) is too many")
     config = config or _launch_config(rows, channels, pairs, values.element_size(), heads, in_place=output is values)
+    programs_per_batch = triton.cdiv(sequence * heads, config.block_rows)
 
     def strides(tensor: torch.Tensor) -> tuple[int, int, int, int]:
         batch, sequence, *head = _strides_as_indexed(tensor, 3 if four_d else 2)
@@ -680,7 +695,8 @@ def _make_plan(
     names = ("stride_values_batch", "stride_values_sequence", "stride_values_head", "stride_values_channel")
     output_names = ("stride_output_batch", "stride_output_sequence", "stride_output_head", "stride_output_channel")
     scalars = {
-        "programs_per_batch": triton.cdiv(sequence * heads, config.block_rows),
+        "programs_per_batch": programs_per_batch,
+        **dict(zip(("batch_magic", "batch_shift"), _division_magic(programs_per_batch), strict=True)),
         "sequence": sequence,
         "heads": heads,
         "pairs": pairs,
@@ -700,8 +716,26 @@ def _make_plan(
         "COPY_K": config.copy_channels,
         "ROTARY_K": config.rotary_channels,
     }
-    grid = (batch * triton.cdiv(sequence * heads, config.block_rows), 1, 1)
+    grid = (batch * programs_per_batch, 1, 1)
     return _Plan(grid=grid, scalars=scalars, num_warps=config.num_warps)
+
+
+def _division_magic(divisor: int) -> tuple[int, int]:
+    """The kernel's division by ``divisor`` (1 to 2**31 - 1) as a multiply-high: ``(magic, shift)`` with
+    ``n // divisor == (umulhi(n, magic) + n) >> shift`` for every ``0 <= n < 2**31``, ``umulhi`` the high 32 bits of
+    the unsigned product and the sum taken in 33 bits (it stays below 2**32).
+
+    With ``shift = ceil(log2(divisor))``, ``2**32 + magic = ceil(2**(32 + shift) / divisor)`` exceeds
+    ``2**(32 + shift) / divisor`` by ``e < 1``, so the quotient computed is ``floor(n / divisor + n * e / 2**(32 +
+    shift))``, and the second term, below ``2**-shift <= 1 / divisor``, cannot carry ``n / divisor`` past its floor
+    (Granlund and Montgomery, "Division by invariant integers using multiplication", 1994). The magic number is
+    returned as an int32 (its bits: Triton would pass 2**31 and up as an int64 and compile another kernel).
+    """
+    if not 1 <= divisor < 2**31:
+        raise ValueError(f"the kernel divides by 1 to 2**31 - 1 in 32 bits, not by {divisor}")
+    shift = (divisor - 1).bit_length()
+    magic = -(-(1 << (32 + shift)) // divisor) - (1 << 32)
+    return magic - (1 << 32) if magic >= 1 << 31 else magic, shift
 
 
 def _angles_3d(angles: torch.Tensor) -> torch.Tensor:

@@ -16,8 +16,8 @@ three largest programs (shape, tile and warps).
 
 It needs a Triton with its NVIDIA backend (the wheel carries ``ptxas`` and ``cuobjdump``), no GPU: Triton 3.6.0's
 wheel unpacked into a folder on ``PYTHONPATH`` gives the H200's compiler. Integer arguments are specialized as Triton
-specializes them (1 as a constant, multiples of 16 as divisible), pointers as 16-byte aligned (recorded launches' as
-they were).
+specializes them (1 as a constant, multiples of 16 as divisible, except those the kernel names ``do_not_specialize``),
+pointers as 16-byte aligned (recorded launches' as they were).
 """
 
 from __future__ import annotations
@@ -64,11 +64,11 @@ def specialization(kernel, scalars: dict[str, object], dtype: torch.dtype) -> tu
             signature[name], constexprs[(index,)] = "constexpr", value
         elif isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name}: a runtime argument {value!r} that is not an integer")
-        elif value == 1:
+        elif value == 1 and not kernel.params[index].do_not_specialize:
             signature[name], constexprs[(index,)] = "constexpr", 1
         else:
             signature[name] = "i32" if -(2**31) <= value < 2**31 else "i64"
-            if value % 16 == 0:
+            if value % 16 == 0 and not kernel.params[index].do_not_specialize:
                 attrs[(index,)] = [["tt.divisibility", 16]]
     return signature, constexprs, attrs
 

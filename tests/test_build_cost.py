@@ -24,11 +24,12 @@ from scripts.build_cost import specialization
 @dataclasses.dataclass
 class Param:
     is_constexpr: bool
+    do_not_specialize: bool
 
-class Kernel:
+class Kernel:  # the arguments named unspecialized_* are the kernel's do_not_specialize
     def __init__(self, runtime, constexprs):
         self.arg_names = ["values_ptr", "frequencies_ptr", "output_ptr", *runtime, *constexprs]
-        self.params = [Param(name in constexprs) for name in self.arg_names]
+        self.params = [Param(name in constexprs, name.startswith("unspecialized")) for name in self.arg_names]
 
 scalars = json.loads(SCALARS)
 kernel = Kernel([name for name in scalars if name != "BLOCK"], ["BLOCK"])
@@ -53,7 +54,8 @@ def _specialize(scalars: dict) -> dict:
 
 
 def test_integers_are_specialized_as_triton_specializes_them() -> None:
-    scalars = {"one": 1, "sixteen": 32, "seven": 7, "sign_bit": -(2**31), "huge": 2**33 + 16, "zero": 0, "BLOCK": 64}
+    scalars = {"one": 1, "sixteen": 32, "seven": 7, "sign_bit": -(2**31), "huge": 2**33 + 16, "zero": 0}
+    scalars |= {"unspecialized_one": 1, "unspecialized_sixteen": 48, "BLOCK": 64}
     found = _specialize(scalars)
     assert found["signature"] == {
         "values_ptr": "*bf16",
@@ -65,10 +67,13 @@ def test_integers_are_specialized_as_triton_specializes_them() -> None:
         "sign_bit": "i32",
         "huge": "i64",
         "zero": "i32",
+        "unspecialized_one": "i32",
+        "unspecialized_sixteen": "i32",
         "BLOCK": "constexpr",
     }, found
-    assert found["constexprs"] == {"3": 1, "9": 64}, found
-    # Pointers aligned; 32, the sign bit, 2**33 + 16 and 0 divisible by 16; 7 not; 1 a constant.
+    assert found["constexprs"] == {"3": 1, "11": 64}, found
+    # Pointers aligned; 32, the sign bit, 2**33 + 16 and 0 divisible by 16; 7 not; 1 a constant; neither of the
+    # arguments the kernel does not specialize.
     assert found["divisible"] == [0, 1, 2, 4, 6, 7, 8], found
 
 

@@ -174,17 +174,25 @@ class Sass(NamedTuple):
     digest: str
 
 
-def sass_stats(cubin: bytes) -> Sass:
-    """The :class:`Sass` figures of a cubin (``cuobjdump``'s SASS and resource usage)."""
+def _cuobjdump(cubin: bytes, option: str) -> str:
     import triton
 
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
         file.write(cubin)
         file.flush()
-        sass = subprocess.run([tool, "-sass", file.name], capture_output=True, text=True, check=True).stdout
-        usage = subprocess.run([tool, "-res-usage", file.name], capture_output=True, text=True, check=True).stdout
-    lines = [line for line in sass.splitlines() if re.match(r"^\s+/\*[0-9a-f]{4,}\*/", line)]
+        return subprocess.run([tool, option, file.name], capture_output=True, text=True, check=True).stdout
+
+
+def sass_lines(cubin: bytes) -> list[str]:
+    """A cubin's SASS instructions, one line each as ``cuobjdump`` prints them (address, instruction, encoding)."""
+    return [line for line in _cuobjdump(cubin, "-sass").splitlines() if re.match(r"^\s+/\*[0-9a-f]{4,}\*/", line)]
+
+
+def sass_stats(cubin: bytes) -> Sass:
+    """The :class:`Sass` figures of a cubin (``cuobjdump``'s SASS and resource usage)."""
+    lines = sass_lines(cubin)
+    usage = _cuobjdump(cubin, "-res-usage")
     registers = re.search(r"REG:(\d+)", usage)
     local = sum(bool(re.search(r"\b(LDL|STL)\b", line)) for line in lines)
     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]

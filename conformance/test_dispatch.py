@@ -290,8 +290,9 @@ def test_the_gpu_rule_computes_cos_sin_for_at_most_2_pairs_a_thread_below_8_warp
 # the kernel's sum leaves int32's range.
 DIVISORS = [1, 2, 3, 5, 6, 7, 15, 255, 256, 257, 4095, 65537, 2**30 - 1, 2**30, 2**30 + 1, 2**31 - 1]
 
-# A kernel that applies the kernel's division helper to a block of dividends. Written to a file of its own: Triton
-# reads a kernel's source, and on CUDA (Triton 3.6) it cannot take the helper as an argument.
+# A kernel that applies the kernel's division helper to a block of dividends, which it finds as a global of a file of
+# its own (Triton reads a kernel's source). Not passed as an argument: on CUDA the suite's compile lock, a Triton hook,
+# serializes a launch's constants to JSON, which a function is not (run 67).
 _QUOTIENTS_SOURCE = """
 import triton
 import triton.language as tl

@@ -60,15 +60,16 @@ def specialization(kernel, scalars: dict[str, object], dtype: torch.dtype) -> tu
             attrs[(index,)] = [["tt.divisibility", 16]]
             continue
         value = scalars[name]
+        specialize = not kernel.params[index].do_not_specialize
         if kernel.params[index].is_constexpr:
             signature[name], constexprs[(index,)] = "constexpr", value
         elif isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name}: a runtime argument {value!r} that is not an integer")
-        elif value == 1 and not kernel.params[index].do_not_specialize:
+        elif value == 1 and specialize:
             signature[name], constexprs[(index,)] = "constexpr", 1
         else:
             signature[name] = "i32" if -(2**31) <= value < 2**31 else "i64"
-            if value % 16 == 0 and not kernel.params[index].do_not_specialize:
+            if value % 16 == 0 and specialize:
                 attrs[(index,)] = [["tt.divisibility", 16]]
     return signature, constexprs, attrs
 

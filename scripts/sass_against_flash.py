@@ -5,24 +5,22 @@ kernel's instructions, those issued before its first global load (a program's la
 its global loads and stores, branches and local-memory accesses. Ours is built as the launcher specializes it
 (``scripts.build_cost``); flash-attention's ``rotary_kernel`` (``.peers/flash_attn_rotary.py``) as its
 ``apply_rotary(..., interleaved=True, inplace=True)`` launches it on the tensor's last ``2 * PAIRS`` channels, handed
-float32 cos/sin tables. Needs Triton 3.6.0's wheel on ``PYTHONPATH`` (``scripts.build_cost`` says how), no GPU::
+float32 cos/sin tables (found as ``benchmarks.in_place`` finds it: ``$DSV41_FLASH_ROTARY`` or the file above). Needs
+Triton 3.6.0's wheel on ``PYTHONPATH`` (``scripts.build_cost`` says how), no GPU::
 
     PYTHONPATH=/tmp/triton36/site python -m scripts.sass_against_flash
 """
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
-from pathlib import Path
 
+from benchmarks.in_place import load_flash_attention_rotary
 from benchmarks.shapes import CASES, PAIRS
-from scripts.build_cost import deepseek_builds, sass_lines
+from scripts.build_cost import TRITON_TYPES, deepseek_builds, sass_lines
 
-FLASH_ROTARY = Path(".peers/flash_attn_rotary.py")
 SMALL_TENSORS = ("window_kv", "compressed_kv", "index_keys")
-TRITON_TYPES = {"bfloat16": "*bf16", "float32": "*fp32"}
 
 
 def flash_build(sequence: int, channels: int, pointer_type: str) -> tuple[dict, dict, dict]:
@@ -70,9 +68,11 @@ def main() -> int:
 
     from impl import rope_triton as rope
 
-    spec = importlib.util.spec_from_file_location("flash_attn_rotary_peer", FLASH_ROTARY)
-    flash = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(flash)
+    apply_rotary, note = load_flash_attention_rotary()
+    if apply_rotary is None:
+        print(note, file=sys.stderr)
+        return 2
+    rotary_kernel = apply_rotary.__globals__["rotary_kernel"]
     target = GPUTarget("cuda", 90, 32)
     print(
         f"{'tensor in place':<24} {'dtype':<9} {'kernel':<6} {'instr':>6} {'before load':>12} "
@@ -87,8 +87,8 @@ def main() -> int:
             triton.compile(ours, target=target, options={"num_warps": build.num_warps}).asm["cubin"]
         )
         shape = CASES[build.name.removesuffix(" in place")].shape
-        signature, constexprs, attrs = flash_build(shape[1], shape[-1], TRITON_TYPES[dtype])
-        theirs = ASTSource(fn=flash.rotary_kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+        signature, constexprs, attrs = flash_build(shape[1], shape[-1], f"*{TRITON_TYPES[build.dtype]}")
+        theirs = ASTSource(fn=rotary_kernel, signature=signature, constexprs=constexprs, attrs=attrs)
         flash_lines = sass_lines(triton.compile(theirs, target=target, options={"num_warps": 4}).asm["cubin"])
         print(f"{build.name:<24} {dtype:<9} {'ours':<6} {describe(ours_lines)}")
         print(f"{build.name:<24} {dtype:<9} {'flash':<6} {describe(flash_lines)}")

@@ -46,7 +46,8 @@ from benchmarks.common import (
     import_source,
     short_error,
 )
-from benchmarks.shapes import CASES, DTYPES, PAIRS, Case, make_angles, make_values
+from benchmarks.in_place import flash_in_place, load_flash_attention_rotary
+from benchmarks.shapes import CASES, DTYPES, Case, make_angles, make_values
 from conformance import provenance
 
 SLOWER_EXIT_CODE = 1
@@ -139,13 +140,7 @@ def peers(
         calls["sketch"] = lambda: sketch(values, angles)
     if flash is None or op == "backward":
         return calls
-    cos, sin = torch.cos(angles[0]), torch.sin(angles[0])  # [S, P]: flash-attention's tables
-
-    def flash_rotate(tensor: torch.Tensor) -> torch.Tensor:
-        rotary = (tensor if tensor.dim() == 4 else tensor.unsqueeze(2))[..., -2 * PAIRS :]
-        flash(rotary, cos, sin, interleaved=True, inplace=True, conjugate=case.inverse)
-        return tensor
-
+    flash_rotate = flash_in_place(flash, angles, conjugate=case.inverse)
     if op == "forward":
         calls["flash"] = lambda: flash_rotate(values.clone())
     else:
@@ -254,7 +249,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("benchmarks.run --against: no CUDA device is visible; this benchmark needs one.", file=sys.stderr)
         return NO_CUDA_EXIT_CODE
-    from benchmarks.in_place import load_flash_attention_rotary
     from impl import rope_triton as ours
 
     clock, timer = Clock(args.time_budget), GraphTimer()

@@ -73,13 +73,12 @@ def measure_in_place(
             "out_of_place": timer.time(out_of_place),
         }
         if flash_rotary is not None:
-            rotary = (values if values.dim() == 4 else values.unsqueeze(2))[..., -2 * PAIRS :]
-            cos, sin = torch.cos(angles[0]), torch.sin(angles[0])  # [S, P]: flash-attention's tables
             try:
-                flash = lambda: flash_rotary(rotary, cos, sin, interleaved=True, inplace=True)  # noqa: E731
+                rotate = flash_in_place(flash_rotary, angles)
+                flash = lambda: rotate(values)  # noqa: E731
                 flash()
                 timings["flash"] = timer.time(flash)
-                row["flash_differs"] = _flash_differences(values, angles, rope, flash_rotary, cos, sin)
+                row["flash_differs"] = _flash_differences(values, angles, rope, flash_rotary)
             except Exception as error:  # the peer's failure must not end the run
                 row["flash_error"] = short_error(error)
         handed_table = _handed_table_call(rope, values, angles)
@@ -124,17 +123,27 @@ def _handed_table_call(rope: ModuleType, values: torch.Tensor, angles: torch.Ten
     return lambda: launch(values, table, values, negate_sin=False, settings=handed)
 
 
-def _flash_differences(values, angles, rope, flash_rotary, cos, sin) -> int:
+def flash_in_place(
+    flash_rotary: Callable[..., torch.Tensor], angles: torch.Tensor, *, conjugate: bool = False
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """flash-attention's in-place rotary as a call to time: it rotates a tensor's last ``2 * PAIRS`` channels
+    (interleaved pairs) in place and returns the tensor. Handed float32 cos/sin tables ``[S, PAIRS]`` of ``angles``
+    (``[1, S, PAIRS]``), computed here, outside the timing."""
+    cos, sin = torch.cos(angles[0]), torch.sin(angles[0])
+
+    def rotate(tensor: torch.Tensor) -> torch.Tensor:
+        rotary = (tensor if tensor.dim() == 4 else tensor.unsqueeze(2))[..., -2 * PAIRS :]
+        flash_rotary(rotary, cos, sin, interleaved=True, inplace=True, conjugate=conjugate)
+        return tensor
+
+    return rotate
+
+
+def _flash_differences(values, angles, rope, flash_rotary) -> int:
     """Rotated elements where flash-attention's in-place result differs, in bits, from ours (eager's)."""
     ours, theirs = values.clone(), values.clone()
     rope.apply_rope_triton_(ours, angles)
-    flash_rotary(
-        (theirs if theirs.dim() == 4 else theirs.unsqueeze(2))[..., -2 * PAIRS :],
-        cos,
-        sin,
-        interleaved=True,
-        inplace=True,
-    )
+    flash_in_place(flash_rotary, angles)(theirs)
     integer = torch.int16 if values.element_size() == 2 else torch.int32
     return int((ours.view(integer) != theirs.view(integer)).sum())
 

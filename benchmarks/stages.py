@@ -10,8 +10,11 @@ From the repository root, on a CUDA machine::
 Each variant is ``impl/rope_triton.py`` with one stage edited out (``STAGE_EDITS``; each edit must match once) and
 imported as a module of its own; its forward (and in place) is timed by CUDA-graph replay beside the full kernel and
 the copy of the same bytes, cold L2 from 32 MiB and warm below (as the targets). The difference to the full kernel is
-that stage's cost. Variants compute wrong bits on purpose: they are timed, never used. Per shape the compiled full
-kernel's registers, spills and global load/store widths (from its PTX) are recorded too.
+that stage's cost. Variants compute wrong bits on purpose: they are timed, never used. flash-attention's in-place
+rotary, handed its cos/sin tables, is timed alike on the same tensor where its file is found (as
+``benchmarks.in_place`` finds it): ours over it, whole and with each stage left out, says which stage stands between
+our in-place call and its time. Per shape the compiled full kernel's registers, spills and global load/store widths
+(from its PTX) are recorded too.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import re
 import statistics
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +39,10 @@ from benchmarks.common import (
     ResultFile,
     environment,
     import_source,
+    short_error,
     triton_copy,
 )
+from benchmarks.in_place import flash_in_place, load_flash_attention_rotary
 from benchmarks.shapes import CASES, DTYPES, make_angles, make_values
 
 SOURCE = Path(__file__).resolve().parents[1] / "impl" / "rope_triton.py"
@@ -57,6 +62,9 @@ STAGE_EDITS = {
         "        pairs = 0\n        rotary_source = source + pair_offset * stride_values_channel\n",
     ),
 }
+# flash-attention's in-place rotary, timed beside our in-place call where its file is found
+# (benchmarks.in_place.load_flash_attention_rotary): what the small tensors' in-place target compares against.
+FLASH = "flash-attention"
 STAGE_CASES = ("query", "index_query", "window_kv", "compressed_kv", "index_keys", "large_2gb")
 
 
@@ -99,9 +107,16 @@ def compiled_profile(rope, values: torch.Tensor) -> dict[str, Any]:
 
 
 def measure(
-    case_name: str, dtype: torch.dtype, full, variants: dict[str, Any], timer: GraphTimer, rounds: int
+    case_name: str,
+    dtype: torch.dtype,
+    full,
+    variants: dict[str, Any],
+    timer: GraphTimer,
+    rounds: int,
+    flash_rotary: Callable | None = None,
 ) -> dict[str, Any]:
-    """One row: copy, full kernel and each variant, forward and in place."""
+    """One row: copy, full kernel and each variant, forward and in place; and flash-attention's in-place rotary
+    (``flash_rotary``, where given) on the same tensor, timed alike."""
     case = CASES[case_name]
     values = make_values(case, dtype)
     angles = make_angles(case.shape[1])
@@ -127,6 +142,14 @@ def measure(
                 row[f"{op} {name} ms"] = statistics.median(timer.gpu_ms(call, cold) for _ in range(rounds))
             if name == "full" and op == "forward":
                 row["profile"] = compiled_profile(full, values)
+    if flash_rotary is not None:
+        rotate = flash_in_place(flash_rotary, angles, conjugate=case.inverse)
+        flash = lambda: rotate(scratch)  # noqa: E731
+        try:
+            flash()
+            row[f"in place {FLASH} ms"] = statistics.median(timer.gpu_ms(flash, cold) for _ in range(rounds))
+        except Exception as error:  # the peer's failure must not end the run
+            row["flash_error"] = short_error(error)
     return row
 
 
@@ -138,6 +161,13 @@ def format_row(row: dict[str, Any], names: list[str]) -> str:
         full = row[f"{op} full ms"]
         stages = ", ".join(f"{name} {(full - row[f'{op} {name} ms']) / copy:+.3f}" for name in names)
         parts.append(f"  {op}: {full / copy:.3f}x copy ({stages} of a copy)")
+    flash = row.get(f"in place {FLASH} ms")
+    if flash is not None:
+        without = {name: row[f"in place {name} ms"] / flash for name in names}
+        parts.append(
+            f"  {FLASH} in place: {flash / copy:.3f}x copy; ours over it {row['in place full ms'] / flash:.3f}, "
+            + ", ".join(f"without {name} {ratio:.3f}" for name, ratio in without.items())
+        )
     profile = row.get("profile", {})
     parts.append(
         f"  regs {profile.get('registers')} spills {profile.get('spills')} "
@@ -195,9 +225,9 @@ def where_the_time_goes(stages_path: Path, ncu_path: Path) -> str:
     # --launch-once profiles forward, in place and the copy of each case of each dtype, after calibration's launches.
     launches = ncu_launches(ncu_path)[-3 * len(STAGE_CASES) * 2 :]
     lines = [
-        "| tensor | dtype | op | x copy | cos/sin | copied channels | rotary block | DRAM % of peak (copy) "
-        "| instructions / element (copy) | occupancy % (theoretical) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| tensor | dtype | op | x copy | cos/sin | copied channels | rotary block | flash-attention x copy "
+        "| DRAM % of peak (copy) | instructions / element (copy) | occupancy % (theoretical) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for index, row in enumerate(document["rows"]):
         copy, numel = row["copy_ms"], row["tensor_bytes"] // getattr(torch, row["dtype"]).itemsize
@@ -205,6 +235,8 @@ def where_the_time_goes(stages_path: Path, ncu_path: Path) -> str:
         for op, launch in (("forward", forward), ("in place", in_place)):
             full = row[f"{op} full ms"]
             stages = [f"{(full - row[f'{op} {name} ms']) / copy:+.3f}" for name in document["stages"]]
+            flash = row.get(f"{op} {FLASH} ms")
+            stages.append("-" if flash is None else f"{flash / copy:.3f}")
             per_element = launch[NCU_METRICS["instructions"]] * 32 / numel
             copy_per_element = copy_launch[NCU_METRICS["instructions"]] * 32 / numel
             lines.append(
@@ -239,6 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from impl import rope_triton as full
 
     clock, timer = Clock(args.time_budget), GraphTimer()
+    flash_rotary, flash_note = load_flash_attention_rotary()
+    clock.log(f"{FLASH}: {flash_note}")
     with tempfile.TemporaryDirectory() as scratch:
         variants = {name: variant(edit, Path(scratch), name) for name, edit in STAGE_EDITS.items()}
         document = {
@@ -246,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "status": "running",
             "environment": environment(),
             "stages": {name: list(edit) for name, edit in STAGE_EDITS.items()},
+            "flash_attention": flash_note,
             "rows": [],
         }
         results = ResultFile(args.out, "stages", document)
@@ -255,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if clock.expired():
                     status = "stopped: time budget spent"
                     break
-                row = measure(name, DTYPES[dtype_name], full, variants, timer, args.rounds)
+                row = measure(name, DTYPES[dtype_name], full, variants, timer, args.rounds, flash_rotary)
                 results.add_row(row)
                 print(format_row(row, list(variants)), flush=True)
         results.finish(status)

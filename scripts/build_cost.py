@@ -200,10 +200,17 @@ def sass_stats(cubin: bytes) -> Sass:
     return Sass(int(registers.group(1)) if registers else None, len(lines), local, digest)
 
 
+def sm90_cubin(source, num_warps: int) -> bytes:
+    """The cubin Triton builds for the H200's architecture (sm_90) from a ``triton.compiler.ASTSource``."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps}).asm["cubin"]
+
+
 def build_all(rope: ModuleType, builds: Sequence[Build]) -> tuple[float, list[tuple[Build, Sass]]]:
     """Compile every build from an empty cache; the wall seconds and each build's SASS figures."""
     import triton
-    from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     rows, seconds = [], 0.0
@@ -214,10 +221,9 @@ def build_all(rope: ModuleType, builds: Sequence[Build]) -> tuple[float, list[tu
                 fn=rope._rope_kernel, signature=build.signature, constexprs=build.constexprs, attrs=build.attrs
             )
             began = time.perf_counter()
-            options = {"num_warps": build.num_warps}
-            compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+            cubin = sm90_cubin(source, build.num_warps)
             seconds += time.perf_counter() - began
-            rows.append((build, sass_stats(compiled.asm["cubin"])))
+            rows.append((build, sass_stats(cubin)))
     return seconds, rows
 
 

@@ -18,7 +18,7 @@ import sys
 
 from benchmarks.in_place import load_flash_attention_rotary
 from benchmarks.shapes import CASES, PAIRS
-from scripts.build_cost import TRITON_TYPES, deepseek_builds, sass_lines
+from scripts.build_cost import TRITON_TYPES, deepseek_builds, sass_lines, sm90_cubin
 
 SMALL_TENSORS = ("window_kv", "compressed_kv", "index_keys")
 
@@ -62,8 +62,6 @@ def describe(lines: list[str]) -> str:
 
 
 def main() -> int:
-    import triton
-    from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from impl import rope_triton as rope
@@ -73,7 +71,6 @@ def main() -> int:
         print(note, file=sys.stderr)
         return 2
     rotary_kernel = apply_rotary.__globals__["rotary_kernel"]
-    target = GPUTarget("cuda", 90, 32)
     print(
         f"{'tensor in place':<24} {'dtype':<9} {'kernel':<6} {'instr':>6} {'before load':>12} "
         f"{'LDG':>4} {'STG':>4} {'BRA':>4} {'LDL/STL':>6}"
@@ -83,13 +80,11 @@ def main() -> int:
         ours = ASTSource(
             fn=rope._rope_kernel, signature=build.signature, constexprs=build.constexprs, attrs=build.attrs
         )
-        ours_lines = sass_lines(
-            triton.compile(ours, target=target, options={"num_warps": build.num_warps}).asm["cubin"]
-        )
+        ours_lines = sass_lines(sm90_cubin(ours, build.num_warps))
         shape = CASES[build.name.removesuffix(" in place")].shape
         signature, constexprs, attrs = flash_build(shape[1], shape[-1], f"*{TRITON_TYPES[build.dtype]}")
         theirs = ASTSource(fn=rotary_kernel, signature=signature, constexprs=constexprs, attrs=attrs)
-        flash_lines = sass_lines(triton.compile(theirs, target=target, options={"num_warps": 4}).asm["cubin"])
+        flash_lines = sass_lines(sm90_cubin(theirs, num_warps=4))
         print(f"{build.name:<24} {dtype:<9} {'ours':<6} {describe(ours_lines)}")
         print(f"{build.name:<24} {dtype:<9} {'flash':<6} {describe(flash_lines)}")
     return 0

@@ -3,7 +3,7 @@
 # compute-sanitizer memcheck, benchmarks and the launch sweep, the suite as merged shards and its wall time against the
 # number of xdist workers, each under its own time limit.
 # Usage (repository root, on the GPU machine):
-#   bash scripts/h200_session.sh OUT_DIR [calibration|smoke|suite|profile|sanitize|bench|against|stages|ncu|sweep|probe|cold|backward|judge|contraction|shards|workers|impls|wrong|two_gpus ...]
+#   bash scripts/h200_session.sh OUT_DIR [calibration|smoke|suite|profile|sanitize|bench|against|stages|ncu|ceiling|sweep|probe|cold|backward|judge|contraction|shards|workers|impls|wrong|two_gpus ...]
 # The image has torch, triton, pytest, pytest-xdist, hypothesis and mpmath; wheels in .whl (scripts/fetch_gpu_wheels.sh)
 # are installed first when present. Everything lands flat in OUT_DIR (the device tool brings back at most 8 files).
 set -uo pipefail
@@ -147,6 +147,11 @@ PY
                  --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,sm__maximum_warps_per_active_cycle_pct,smsp__inst_executed.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum \
                  python3 -m benchmarks.stages --launch-once > "$out/ncu.csv" 2> "$scratch/ncu.err" || status=1
              tail -5 "$scratch/ncu.err" | tee -a "$out/summary.txt"; wc -l "$out/ncu.csv" | tee -a "$out/summary.txt" ;;
+        # What stops the small tensors' in-place call at flash-attention's time (scripts/in_place_ceiling.py): our kernel
+        # with and without cos/sin, and with a branch-free cos/sin, over a grid of launch configurations, warm and cold.
+        ceiling) timeout "${CEILING_SECONDS:-420}" python3 -m scripts.in_place_ceiling --out "$out" \
+                     ${CEILING_ARGS:-} > "$out/ceiling.log" 2>&1 || status=1
+                 tee -a "$out/summary.txt" < "$out/ceiling.log" | tail -40 ;;
         # How the copy floor and the op are timed cold (scripts/cold_floor_probe.py): each by graph difference, by
         # events after a flush, and by events that also pay the write-back of the call's dirty lines.
         cold) timeout "${COLD_SECONDS:-150}" python3 -m scripts.cold_floor_probe > "$out/cold.log" 2>&1 || status=1

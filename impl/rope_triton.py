@@ -501,17 +501,15 @@ _SWEPT_CONFIGS = {
     (512, 32, 2, 64, True): LaunchConfig(32, 512, 64, 2),  # BF16/FP16 query in place: 0.251x copy (0.260x)
     (512, 32, 4, 64, True): LaunchConfig(32, 512, 64, 4),  # FP32 query in place: 0.168x (0.170x)
     (128, 32, 2, 32, True): LaunchConfig(32, 64, 64, 2),  # BF16/FP16 index query in place: 0.899x (1.097x)
-    # The 3-D tensors in place (each row its own cos/sin): one pair a thread, the fastest of the in-place sweep of run
-    # 64 (an H100, cold) for every one, which the sweeps before had not timed. BF16/FP16 index keys 0.988x (R8 w4:
-    # 1.033x); FP32 window KV 0.385x (its best, R4 w4, 0.382x; R16 w8 0.387x), compressed KV, the same key, 0.530x
-    # (R16 w8: 0.543x); the index keys 0.942x (R4 w2: 1.010x). The BF16/FP16 window and compressed KV keep 16 rows on
-    # 8 warps (the sweep of run 19; the window KV 0.567x, the compressed KV 0.712x in run 64): one pair a thread, 8
-    # rows on 8 warps, was faster cold (0.547x, 0.702x) but 4.6% slower warm on the window KV in the speed gate
-    # against this configuration (run 65).
+    # The 3-D window and compressed KV in place (each row its own cos/sin): one pair a thread in FP32, the fastest of
+    # the in-place sweep of run 64 (an H100, cold): the window KV 0.385x (its best, R4 w4, 0.382x; R16 w8 0.387x),
+    # the compressed KV, the same key, 0.530x (R16 w8: 0.543x). BF16/FP16 keep 16 rows on 8 warps (the sweep of run
+    # 19; the window KV 0.567x, the compressed KV 0.712x in run 64): one pair a thread, 8 rows on 8 warps, was faster
+    # cold (0.547x, 0.702x) but 4.6% slower warm on the window KV in the speed gate against this configuration (run
+    # 65). The index keys take the general rule (one pair a thread, 4 rows on 4 warps): 4-5% faster warm than 2 rows
+    # on 2 warps, which run 64 had chosen cold, and level or faster cold (run 73, scripts.in_place_ceiling).
     (512, 32, 2, 1, True): LaunchConfig(16, 512, 64, 8),
-    (128, 32, 2, 1, True): LaunchConfig(2, 64, 64, 2),
     (512, 32, 4, 1, True): LaunchConfig(8, 512, 64, 8),
-    (128, 32, 4, 1, True): LaunchConfig(2, 64, 64, 2),
     # FP32 in place, the sweep of 2026-12-04 19:00 (run 48), cold: the index query 0.624x (rule, R16 w2: 0.664x);
     # the 2 GB tensor 0.140x (R16 w2: 0.145x)
     (128, 32, 4, 32, True): LaunchConfig(16, 64, 64, 4),

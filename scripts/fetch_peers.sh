@@ -4,8 +4,8 @@
 #   one_launch_sketch.py   the sketch issue 20 measures against, copied from ../shared/reference/
 #   flash_attn_rotary.py   flash-attention 2.8.3.post2's flash_attn/ops/triton/rotary.py, from its sdist on PyPI,
 #                          the archive checked against PyPI's SHA-256 and the file against the one runs 55-63 loaded
-#   k_<hash>.py            impl/rope_triton.py at each REV given (default: main; 16ed4ad, whose kernel is fdd1a19b,
-#                          the previous main's; and f3929c5, whose kernel is 08ca7bb8, the one before), for
+#   k_<hash>.py            impl/rope_triton.py at each REV given (default: main; 06c47c4, whose kernel is 62ac434b,
+#                          the previous main's; and 16ed4ad, whose kernel is fdd1a19b, the one before), for
 #                          `python -m benchmarks.run --against .peers/k_<hash>.py`: the device's copy of the
 #                          checkout may lack recent commits, a file needs none
 # Usage (repository root or anywhere in it):  bash scripts/fetch_peers.sh [REV ...]
@@ -28,7 +28,7 @@ echo "$rotary_sha256  $rotary" | sha256sum -c --quiet
 cp "$rotary" .peers/flash_attn_rotary.py
 
 revisions=("$@")
-[ ${#revisions[@]} -gt 0 ] || revisions=(main 16ed4ad f3929c5)
+[ ${#revisions[@]} -gt 0 ] || revisions=(main 06c47c4 16ed4ad)
 for revision in "${revisions[@]}"; do
     git show "$revision:impl/rope_triton.py" > "$scratch/kernel.py"
     hash=$(sha256sum "$scratch/kernel.py" | cut -c1-8)

@@ -77,6 +77,18 @@ def load_revision(revision: str, directory: Path) -> tuple[ModuleType, str]:
     return module, provenance.kernel_sha256(module.__file__)
 
 
+def kernel_settings(module: ModuleType) -> str:
+    """What a kernel module runs with on this device (contraction and cos/sin source, calibrating it first), as its
+    ``settings(...).describe()`` says; for a revision without that call, a line starting "no settings()"."""
+    settings = getattr(module, "settings", None)
+    if settings is None:
+        return "no settings() at this revision"
+    try:
+        return settings("cuda").describe()
+    except Exception as error:  # an old revision's settings may differ in shape; the gate still runs
+        return f"settings() failed: {short_error(error)}"
+
+
 def load_sketch(directory: Path) -> tuple[Callable[..., torch.Tensor] | None, str]:
     """The sketch's ``launch(values, angles)``, imported without its own benchmark loop, and where it came from."""
     for candidate in SKETCH_PATHS:
@@ -265,11 +277,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             "settings": {**{k: str(v) for k, v in vars(args).items()}, "sketch": sketch_note, "flash": flash_note},
             "rows": [],
         }
+        ours_settings, theirs_settings = kernel_settings(ours), kernel_settings(theirs)
+        document["settings"] |= {"ours_kernel": ours_settings, "theirs_kernel": theirs_settings}
         results = ResultFile(args.out, "against", document)
         clock.log(
             f"ours {document['environment'].get('kernel_sha256')} against {args.against} {theirs_sha}; "
             f"{sketch_note}; {flash_note}"
         )
+        clock.log(f"ours: {ours_settings}; {args.against}: {theirs_settings}")
+        if ours_settings != theirs_settings and not theirs_settings.startswith(("no settings()", "settings() failed")):
+            # A kernel whose calibration rejects its own cos/sin runs the torch.polar table path (a launch more a
+            # call): the rows then compare different paths, not the two kernels' code (runs 70-71).
+            clock.log("warning: the two kernels run with different settings on this device; their rows compare those")
         print(HEADER, flush=True)
         status = "complete"
         for dtype_name in args.dtypes.split(","):

@@ -22,7 +22,7 @@ mkdir -p "$out"
 STEPS="calibration suite smoke sanitize" group s SUITE_SECONDS=230 SANITIZE_SECONDS=90
 if [ -n "${PREVIOUS:-}" ]; then STEPS="against" group a1 AGAINST="$PREVIOUS" AGAINST_SECONDS=90; fi
 STEPS="against" group a2 AGAINST=36b8391 AGAINST_SECONDS=80
-STEPS="bench" group b BENCH_SECONDS=110
+STEPS="bench" group b BENCH_SECONDS=140
 judged=conformance.judged.wrong  # the four wrong implementations, each of which the suite must fail
 wrong="$judged:product_in_bf16 $judged:rotates_leading_channels"
 wrong="$wrong $judged:backward_without_conjugate $judged:canonical_nan_copies"

@@ -10,14 +10,15 @@ warps), warm and cold:
 * ``no cos/sin``: the angles used as both cos and sin (``benchmarks.stages``' edit): the kernel's structure alone,
   loading 4 bytes a pair where flash-attention loads 8;
 * ``fast cos/sin``: libdevice's fast path without its branch (runs 70-71's candidate, exact below 105615 only):
-  what the cheapest exact cos/sin could reach.
+  the most an exact cos/sin cheaper than libdevice's could save.
 
 Variants compute wrong bits on purpose: they are timed, never used. On the GPU machine, from the repository root::
 
     python -m scripts.in_place_ceiling --out DIR [--rounds 3] [--dtypes bf16,fp32]
+    python -m scripts.in_place_ceiling --table DIR/in_place_ceiling.json   # docs/benchmarks.md's table (no GPU)
 
 Writes ``in_place_ceiling.json`` (every timing) and prints, per tensor, each version's best configuration over
-flash-attention's time. Exit status 2 without CUDA.
+flash-attention's time. Exit status 2 without CUDA (but for ``--table``).
 """
 
 from __future__ import annotations
@@ -27,10 +28,20 @@ import json
 import statistics
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+    from benchmarks.common import GraphTimer
+    from benchmarks.shapes import Case
 
 SMALL_TENSORS = ("window_kv", "compressed_kv", "index_keys")
+# The kernel as it is, with cos/sin left out, and with the branch-free cos/sin (FAST_SINCOS)
+VERSIONS = ("full", "no cos/sin", "fast cos/sin")
 # (pairs a thread, warps): a program holds pairs * warps rows of 32 pairs
 GRID = tuple((pairs, warps) for pairs in (1, 2, 4) for warps in (2, 4, 8))
 FAST_SINCOS = (
@@ -83,9 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     directory = Path(tempfile.mkdtemp())
     versions = {
         "full": rope,
-        "no cos/sin": variant(STAGE_EDITS["cos/sin (angles used as both)"], directory, "cos/sin"),
+        "no cos/sin": variant(STAGE_EDITS["cos/sin (angles used as both)"], directory, "no cos/sin"),
         "fast cos/sin": variant(FAST_SINCOS, directory, "fast cos/sin"),
     }
+    assert tuple(versions) == VERSIONS
     # Every version is handed the settings the committed kernel calibrated, with cos/sin computed in the kernel: a
     # variant's own calibration would find its cos/sin wrong and time the table path instead.
     chosen = rope.settings("cuda")
@@ -102,13 +114,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             row = {"case": name, "dtype": str(dtype).removeprefix("torch."), "times_ms": times}
             document["rows"].append(row)
             (args.out / "in_place_ceiling.json").write_text(json.dumps(document, indent=1))
-            print(summary(row, list(versions)), flush=True)
+            print(summary(row, VERSIONS), flush=True)
     return 0
 
 
-def measure(case, dtype, versions: dict, chosen, timer, flash_rotary, rounds: int) -> dict[str, dict[str, list[float]]]:
+def measure(
+    case: Case,
+    dtype: torch.dtype,
+    versions: dict[str, ModuleType],
+    chosen: object,
+    timer: GraphTimer,
+    flash_rotary: Callable[..., torch.Tensor],
+    rounds: int,
+) -> dict[str, dict[str, list[float]]]:
     """Every call's GPU time in ms, warm and cold, round after round: flash-attention, our public in-place call, and
-    each version's launch in each configuration of the grid, all on the same tensor."""
+    each version's launch in each configuration of the grid, all on the same tensor; ``chosen`` is the committed
+    kernel's calibrated ``KernelSettings``."""
     import torch
 
     from benchmarks.in_place import flash_in_place
@@ -152,7 +173,7 @@ def best(median: dict[str, dict[str, float]], version: str, l2: str) -> tuple[st
 def markdown_table(document: dict) -> str:
     """Per tensor, dtype and L2 state, over flash-attention's time: our public call, and each version's fastest
     configuration (docs/benchmarks.md)."""
-    versions = ["full", "no cos/sin", "fast cos/sin"]
+    versions = VERSIONS
     lines = [
         "| tensor | dtype | L2 | flash-attention us | ours (its configuration) | "
         + " | ".join(f"{version}, best configuration" for version in versions)
@@ -172,7 +193,7 @@ def markdown_table(document: dict) -> str:
     return "\n".join(lines)
 
 
-def summary(row: dict, versions: list[str]) -> str:
+def summary(row: dict, versions: Sequence[str]) -> str:
     """Per L2 state: ours and each version's best configuration over flash-attention's time (medians of rounds)."""
     median = medians(row)
     lines = [f"{row['case']} {row['dtype']}"]

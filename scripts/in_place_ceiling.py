@@ -92,12 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(note, file=sys.stderr)
         return 2
     directory = Path(tempfile.mkdtemp())
-    versions = {
-        "full": rope,
-        "no cos/sin": variant(STAGE_EDITS["cos/sin (angles used as both)"], directory, "no cos/sin"),
-        "fast cos/sin": variant(FAST_SINCOS, directory, "fast cos/sin"),
-    }
-    assert tuple(versions) == VERSIONS
+    no_cos_sin = variant(STAGE_EDITS["cos/sin (angles used as both)"], directory, "no cos/sin")
+    versions = dict(zip(VERSIONS, (rope, no_cos_sin, variant(FAST_SINCOS, directory, "fast cos/sin")), strict=True))
     # Every version is handed the settings the committed kernel calibrated, with cos/sin computed in the kernel: a
     # variant's own calibration would find its cos/sin wrong and time the table path instead.
     chosen = rope.settings("cuda")
@@ -114,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             row = {"case": name, "dtype": str(dtype).removeprefix("torch."), "times_ms": times}
             document["rows"].append(row)
             (args.out / "in_place_ceiling.json").write_text(json.dumps(document, indent=1))
-            print(summary(row, VERSIONS), flush=True)
+            print(summary(row), flush=True)
     return 0
 
 
@@ -164,28 +160,29 @@ def medians(row: dict) -> dict[str, dict[str, float]]:
     return {key: {l2: statistics.median(v) for l2, v in value.items()} for key, value in row["times_ms"].items()}
 
 
-def best(median: dict[str, dict[str, float]], version: str, l2: str) -> tuple[str, float]:
-    """A version's fastest configuration (``p<pairs a thread> w<warps>``) and its median time."""
-    key = min((key for key in median if key.startswith(version + " p")), key=lambda key: median[key][l2])
+def best(median: dict[str, dict[str, float]], version: str, l2: str, pairs: str = "") -> tuple[str, float]:
+    """A version's fastest configuration (``p<pairs a thread> w<warps>``), of those with ``pairs`` pairs a thread
+    where given, and its median time."""
+    prefix = f"{version} p{pairs}" + (" " if pairs else "")
+    key = min((key for key in median if key.startswith(prefix)), key=lambda key: median[key][l2])
     return key.removeprefix(version + " "), median[key][l2]
 
 
 def markdown_table(document: dict) -> str:
     """Per tensor, dtype and L2 state, over flash-attention's time: our public call, and each version's fastest
     configuration (docs/benchmarks.md)."""
-    versions = VERSIONS
     lines = [
         "| tensor | dtype | L2 | flash-attention us | ours (its configuration) | "
-        + " | ".join(f"{version}, best configuration" for version in versions)
+        + " | ".join(f"{version}, best configuration" for version in VERSIONS)
         + " |",
-        "|---|---|---|---|---|" + "---|" * len(versions),
+        "|---|---|---|---|---|" + "---|" * len(VERSIONS),
     ]
     for row in document["rows"]:
         median = medians(row)
         for l2 in ("warm", "cold"):
             flash = median["flash"][l2]
             cells = [f"{median['ours'][l2] / flash:.3f}"]
-            for version in versions:
+            for version in VERSIONS:
                 config, ms = best(median, version, l2)
                 cells.append(f"{ms / flash:.3f} ({config})")
             dtype = row["dtype"].replace("bfloat16", "bf16").replace("float32", "fp32")
@@ -193,19 +190,18 @@ def markdown_table(document: dict) -> str:
     return "\n".join(lines)
 
 
-def summary(row: dict, versions: Sequence[str]) -> str:
+def summary(row: dict) -> str:
     """Per L2 state: ours and each version's best configuration over flash-attention's time (medians of rounds)."""
     median = medians(row)
     lines = [f"{row['case']} {row['dtype']}"]
     for l2 in ("warm", "cold"):
         flash = median["flash"][l2]
         parts = [f"  {l2}: flash {flash * 1e3:.2f} us, ours {median['ours'][l2] / flash:.3f}"]
-        for version in versions:
+        for version in VERSIONS:
             config, ms = best(median, version, l2)
-            one_pair = min((k for k in median if k.startswith(version + " p1 ")), key=lambda key: median[key][l2])
+            one_pair, one_pair_ms = best(median, version, l2, pairs="1")
             parts.append(
-                f"{version}: best {config} {ms / flash:.3f}"
-                f" (one pair a thread {one_pair.removeprefix(version + ' ')} {median[one_pair][l2] / flash:.3f})"
+                f"{version}: best {config} {ms / flash:.3f} (one pair a thread {one_pair} {one_pair_ms / flash:.3f})"
             )
         lines.append("; ".join(parts))
     return "\n".join(lines)

@@ -1,11 +1,11 @@
 """Root conftest: choose the kernel backend before anything defines a Triton kernel, and load the suite's plugins.
 
 Triton decides between compiling and interpreting when a ``@triton.jit`` function is defined, so this file sets
-``TRITON_INTERPRET=1`` on machines without a CUDA device (``conformance.backend.choose``) before any test module
-imports ``impl``. Set ``TRITON_INTERPRET=1`` yourself to run the interpreter on a GPU machine. Under pytest-xdist each
-worker process runs this file too (``conformance/conftest.py`` pins worker ``gwN`` to GPU ``N mod k``).
+``TRITON_INTERPRET=1`` on machines without a CUDA device (``dsv41_rope.harness.backend.choose``) before any test module
+imports the kernel. Set ``TRITON_INTERPRET=1`` yourself to run the interpreter on a GPU machine. Under pytest-xdist each
+worker process runs this file too (``dsv41_rope/conformance/conftest.py`` pins worker ``gwN`` to GPU ``N mod k``).
 
-``conformance.pytest_plugin`` (the implementation under test, ``--rope-impl``) loads the ulp-drift report plugin. An
+``dsv41_rope.pytest_plugin`` loads the implementation under test (``--rope-impl``) and the ulp-drift report plugin. An
 installed distribution registers it as a pytest11 entry point of the same name, which this line then finds loaded; a
 checkout run without installing (a GPU runner's) loads it from here.
 
@@ -15,12 +15,12 @@ H200) would delay their start (docs/ci.md).
 
 from __future__ import annotations
 
-from conformance import backend, provenance
-from conformance.pytest_plugin import runs_tests
+from dsv41_rope.harness import backend, provenance
+from dsv41_rope.harness.under_test import runs_tests
 
 backend.choose()
 
-pytest_plugins = ["conformance.pytest_plugin"]
+pytest_plugins = ["dsv41_rope.pytest_plugin"]
 
 
 def pytest_report_header(config) -> list[str]:

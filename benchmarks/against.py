@@ -5,13 +5,13 @@ From the repository root, on a CUDA machine::
     python -m benchmarks.run --against 36b8391                  # every shape and direction, BF16 and FP32
     python -m benchmarks.run --against main --margin 0.03 --dtypes bf16 --out benchmarks/results/scratch
 
-``impl/rope_triton.py`` as it is at the revision (``git show REV:impl/rope_triton.py``) is imported as a second module
-beside this checkout's, and both are timed on every DeepSeek V4.1 tensor of ``benchmarks.shapes``: forward (inverse
-where the case is), backward (``autograd.grad`` of a kept forward), and in place where both have
-``apply_rope_triton_``. Each row is timed in ``--rounds`` alternating rounds (ours, theirs, ours, ...; fresh graphs
-each round) and the medians are compared: GPU time by CUDA-graph replay, cold L2 for tensors of 32 MiB and more,
-warm below (as the targets of docs/benchmarks.md). A row whose ratio exceeds ``1 + margin`` is measured again with
-twice the rounds before it is called slower. Beside them, in the same process: the copy of the same bytes, the
+The kernel as it is at the revision (the package ``dsv41_rope/kernel/``, or the single file ``impl/rope_triton.py`` of
+revisions before the package) is imported beside this checkout's, and both are timed on every DeepSeek V4.1 tensor of
+``benchmarks.shapes``: forward (inverse where the case is), backward (``autograd.grad`` of a kept forward), and in place
+where both have ``apply_rope_triton_``. Each row is timed in ``--rounds`` alternating rounds (ours, theirs, ours, ...;
+fresh graphs each round) and the medians are compared: GPU time by CUDA-graph replay, cold L2 for tensors of 32 MiB and
+more, warm below (as the targets of docs/benchmarks.md). A row whose ratio exceeds ``1 + margin`` is measured again
+with twice the rounds before it is called slower. Beside them, in the same process: the copy of the same bytes, the
 50-line one-launch sketch (``.peers/one_launch_sketch.py`` or ``$DSV41_SKETCH``; forward of contiguous tensors only)
 and flash-attention's rotary (``benchmarks.in_place.load_flash_attention_rotary``), each as a ratio to the copy.
 
@@ -21,12 +21,14 @@ Exit status: 0 when no row is slower than the revision by more than the margin, 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -48,33 +50,51 @@ from benchmarks.common import (
 )
 from benchmarks.in_place import flash_in_place, load_flash_attention_rotary
 from benchmarks.shapes import CASES, DTYPES, Case, make_angles, make_values
-from conformance import provenance
+from dsv41_rope import vendor
+from dsv41_rope.harness import provenance
 
 SLOWER_EXIT_CODE = 1
+# Where a revision keeps its kernel: the package, or (revisions before it) one file.
+PACKAGE_PATH = "dsv41_rope/kernel"
+SINGLE_FILE_PATH = "impl/rope_triton.py"
 SKETCH_PATHS = (os.environ.get("DSV41_SKETCH", ""), ".peers/one_launch_sketch.py")
 # The sketch's file ends in a benchmark loop of its own; its kernel and launcher are the lines before it.
 SKETCH_END_MARKER = "\nres = {}"
 
 
 def load_revision(revision: str, directory: Path) -> tuple[ModuleType, str]:
-    """``impl/rope_triton.py`` at ``revision`` as a module of its own, and that file's SHA-256 (16 digits).
-    ``revision`` may also be the path of a kernel file (a variant not committed, or a commit the machine's clone
-    lacks).
+    """The kernel at ``revision`` as a module of its own, and its source's SHA-256 (16 digits).
+
+    ``revision`` is a git revision, whose ``dsv41_rope/kernel/`` package is exported (or, before the package existed,
+    its ``impl/rope_triton.py``); or the path of a kernel package folder or single kernel file (a variant not
+    committed, or a commit the machine's clone lacks).
 
     Raises:
-        RuntimeError: git does not know the revision or the file.
+        RuntimeError: git does not know the revision, or it holds neither kernel.
     """
-    if revision.endswith(".py") and Path(revision).is_file():
-        text = Path(revision).read_text()
-    else:
-        result = subprocess.run(
-            ["git", "show", f"{revision}:impl/rope_triton.py"], capture_output=True, text=True, check=False
-        )
-        if result.returncode:
-            raise RuntimeError(f"git show {revision}:impl/rope_triton.py failed: {result.stderr.strip()}")
-        text = result.stdout
-    module = import_source(text, directory, "rope_at_" + re.sub(r"\W", "_", revision))
+    name = "rope_at_" + re.sub(r"\W", "_", revision)
+    path = Path(revision)
+    if path.is_dir():
+        return vendor.load_copy(path, name), provenance.kernel_sha256(path)
+    if path.suffix == ".py" and path.is_file():
+        module = import_source(path.read_text(), directory, name)
+        return module, provenance.kernel_sha256(module.__file__)
+    if _git("cat-file", "-e", f"{revision}:{PACKAGE_PATH}/__init__.py").returncode == 0:
+        archive = _git("archive", "--format=tar", revision, PACKAGE_PATH, text=False)
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(directory / "export", filter="data")
+        package = directory / name
+        (directory / "export" / PACKAGE_PATH).rename(package)
+        return vendor.load_copy(package), provenance.kernel_sha256(package)
+    result = _git("show", f"{revision}:{SINGLE_FILE_PATH}")
+    if result.returncode:
+        raise RuntimeError(f"{revision} holds neither {PACKAGE_PATH}/ nor {SINGLE_FILE_PATH}: {result.stderr.strip()}")
+    module = import_source(result.stdout, directory, name)
     return module, provenance.kernel_sha256(module.__file__)
+
+
+def _git(*arguments: str, text: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *arguments], capture_output=True, text=text, check=False)
 
 
 def kernel_settings(module: ModuleType) -> str:
@@ -261,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("benchmarks.run --against: no CUDA device is visible; this benchmark needs one.", file=sys.stderr)
         return NO_CUDA_EXIT_CODE
-    from impl import rope_triton as ours
+    from dsv41_rope import kernel as ours
 
     clock, timer = Clock(args.time_budget), GraphTimer()
     with tempfile.TemporaryDirectory() as scratch:
@@ -287,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         clock.log(f"ours: {ours_settings}; {args.against}: {theirs_settings}")
         if ours_settings != theirs_settings and not theirs_settings.startswith(("no settings()", "settings() failed")):
             # A kernel whose calibration rejects its own cos/sin runs the torch.polar table path (a launch more a
-            # call): the rows then compare different paths, not the two kernels' code (runs 70-71).
+            # call): the rows then compare different paths, not the two kernels' code.
             clock.log("warning: the two kernels run with different settings on this device; their rows compare those")
         print(HEADER, flush=True)
         status = "complete"

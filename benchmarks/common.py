@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance import provenance
+from dsv41_rope.harness import provenance
 
 MIB = 2**20
 NO_CUDA_EXIT_CODE = 2
@@ -139,7 +139,7 @@ class GraphTimer:
         a graph. Each replay starts with a gap its calls share (the graph's launch), so calls of the same GPU time must
         get the same count: one call timed between events in a stream, which this count used before, holds the host's
         time too, and gave host-heavy calls (the public call over the bare launch, a backward through autograd) fewer
-        calls to share the gap, which read them slower than the same kernel launched bare (runs 62-63)."""
+        calls to share the gap, which read them slower than the same kernel launched bare."""
         return calls_per_graph(self._replay_ms(self._capture(fn, 1), 1))
 
     def warm_ms(self, fn: Callable[[], object], calls: int | None = None) -> float:
@@ -182,7 +182,7 @@ class GraphTimer:
         as it does in :meth:`cold_ms` and in back-to-back replays. Without it the interval ends when the stores
         reach the L2: up to an L2 of output (all 32 MB of the index query's) is never written back inside it, which
         made a cold ``clone`` of the index query read 0.0178 ms against 0.0230 ms by :meth:`cold_ms` (H200,
-        ``scripts/cold_floor_probe.py``, 2026-12-04)."""
+        2026-12-04; ``docs/decisions/0008-gpu-timing-method.md``)."""
         bodies = ([fn, self.flush], [self.flush]) if write_back else ([fn],)
         times: list[list[float]] = [[] for _ in bodies]
         for _ in range(self.replays):

@@ -111,8 +111,8 @@ def measure_in_place(
 
 def _handed_table_call(rope: ModuleType, values: torch.Tensor, angles: torch.Tensor) -> Callable[[], None] | None:
     """Our in-place launch of ``values`` handed ``torch.polar``'s (cos, sin) table of ``angles``, computed here,
-    outside the timing (None for a kernel file without that launch, or a device that runs the eager path)."""
-    launch, settings = getattr(rope, "_launch_kernel", None), getattr(rope, "settings", None)
+    outside the timing (None for a kernel without that launch, or a device that runs the eager path)."""
+    launch, settings = getattr(getattr(rope, "launch", None), "launch_kernel", None), getattr(rope, "settings", None)
     if launch is None or settings is None:
         return None
     chosen = settings(values.device)

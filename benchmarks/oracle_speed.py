@@ -5,11 +5,11 @@ From the repository root, on any machine (no GPU needed)::
     python -m benchmarks.oracle_speed                              # the BF16 query [1, 4096, 64, 512], one thread
     python -m benchmarks.oracle_speed --sequence 256 --json out.json
 
-It times ``oracle.eager.apply_rope`` (the bits of eager CUDA, fed ``torch.polar`` frequencies made beforehand) and
-``oracle.truth.apply_rope`` (the float64 truth) on the same input, and two passes over that input: a copy
-(``clone``) and a widening to float32 (``.float()``). Each row gives the median time of ``--repeats`` calls and its
-ratio to each pass, which says more than seconds on a shared or different machine. It prints a table and, with
-``--json``, writes the rows with the environment. Speed is measured here, never asserted in a test.
+It times ``dsv41_rope.oracle.eager.apply_rope`` (the bits of eager CUDA, fed ``torch.polar`` frequencies made
+beforehand) and ``dsv41_rope.oracle.truth.apply_rope`` (the float64 truth) on the same input, and two passes over that
+input: a copy (``clone``) and a widening to float32 (``.float()``). Each row gives the median time of ``--repeats``
+calls and its ratio to each pass, which says more than seconds on a shared or different machine. It prints a table and,
+with ``--json``, writes the rows with the environment. Speed is measured here, never asserted in a test.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from conformance import provenance
-from oracle import eager, truth
+from dsv41_rope.harness import provenance
+from dsv41_rope.oracle import eager, truth
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 # The passes every row is divided by, and the column each ratio goes in.
@@ -65,8 +65,8 @@ def measure(values: torch.Tensor, angles: torch.Tensor, repeats: int) -> list[di
     functions = {
         "copy": values.clone,
         "widen": values.float,
-        "oracle.eager.apply_rope": lambda: eager.apply_rope(values, frequencies),
-        "oracle.truth.apply_rope": lambda: truth.apply_rope(values, angles),
+        "dsv41_rope.oracle.eager.apply_rope": lambda: eager.apply_rope(values, frequencies),
+        "dsv41_rope.oracle.truth.apply_rope": lambda: truth.apply_rope(values, angles),
     }
     for name in PASSES:
         functions[name]()  # first touch of the output pages stays out of the passes' times

@@ -8,7 +8,7 @@ From the repository root, on a CUDA machine::
 
 Three sections, all in one run and one ``run_<date>_<gpu>.json`` (rewritten after every row):
 
-* out of place: forward, backward and forward+backward of ``apply_rope_triton``, of the eager ``_apply_rope_torch``,
+* out of place: forward, backward and forward+backward of ``apply_rope_triton``, of the eager ``apply_rope_eager``,
   of that function under ``torch.compile`` and of ``clone()`` of the same tensor, each timed by CUDA-graph replay with
   a warm and with a cold L2, plus the host time of one call (``benchmarks.common.GraphTimer``);
 * in place (``benchmarks.in_place``): ``apply_rope_triton_`` against a copy, the bytes floor (``2P/C`` of a copy),
@@ -32,7 +32,6 @@ from typing import Any
 import torch
 
 from benchmarks.common import (
-    COLD_FROM_BYTES,
     MIB,
     NO_CUDA_EXIT_CODE,
     Clock,
@@ -44,6 +43,7 @@ from benchmarks.common import (
     short_error,
 )
 from benchmarks.shapes import CASES, DTYPES, PAIRS, QUICK_CASES, Case, make_angles, make_values
+from benchmarks.targets import evaluate_targets, target
 
 OPS = ("forward", "backward", "forward+backward")
 SHORT_DTYPE = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
@@ -98,27 +98,6 @@ def peak_extra_bytes(fn: Callable[[], object]) -> int:
 
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return None if numerator is None or denominator is None or denominator <= 0 else numerator / denominator
-
-
-def _target(name: str, comparison: str, bound: float, value: float | None) -> dict[str, Any]:
-    passed = None if value is None else value <= bound if comparison == "<=" else value > bound
-    return {"target": name, "comparison": comparison, "bound": bound, "value": value, "passed": passed}
-
-
-def evaluate_targets(case: Case, dtype: torch.dtype, op: str, row: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 11's H200 targets that apply to this row, each with its value and whether it passed (None: no value)."""
-    checks = []
-    copy_bound = {"query": 1.05, "inverse_output": 1.05, "large_2gb": 1.05, "index_query": 1.10}.get(case.name)
-    if case.name in ("window_kv", "compressed_kv", "index_keys") and dtype == torch.bfloat16:
-        copy_bound = 1.5
-    # Against a cold-L2 copy from 32 MiB (such tensors do not stay in the L2 between calls), a warm one below.
-    mode = "cold" if row["tensor_bytes"] >= COLD_FROM_BYTES else "warm"
-    if op in ("forward", "backward") and copy_bound is not None:
-        checks.append(_target(f"fused/copy {mode}", "<=", copy_bound, row["ratio_to_copy"][mode]))
-    for mode in ("warm", "cold"):
-        checks.append(_target(f"eager/fused {mode}", ">", 1.0, row["speedup_vs_eager"][mode]))
-        checks.append(_target(f"compile/fused {mode}", ">", 1.0, row["speedup_vs_compile"][mode]))
-    return checks
 
 
 def make_row(
@@ -178,16 +157,16 @@ def measure_case(
     grad = torch.randn(case.shape, dtype=dtype, device="cuda")
     # A fresh dynamo cache per shape keeps torch.compile under its recompile limit across the whole plan.
     torch.compiler.reset()
-    impls = {"fused": rope.apply_rope_triton, "eager": rope._apply_rope_torch}
+    impls = {"fused": rope.apply_rope_triton, "eager": rope.apply_rope_eager}
     if with_compile:
-        impls["compile"] = torch.compile(rope._apply_rope_torch, dynamic=False)
+        impls["compile"] = torch.compile(rope.apply_rope_eager, dynamic=False)
     # clone() keeps a transposed view's strides: the same bytes read and written in the best order, the floor.
     values.clone()
     copy = timer.time_copy(values.clone)
     copies = {"forward": copy, "backward": copy, "forward+backward": copy + copy}
     channels = case.shape[-1]
     heads = case.shape[2] if len(case.shape) == 4 else 1
-    launch = rope._launch_config(values.numel() // channels, channels, PAIRS, values.element_size(), heads)
+    launch = rope.launch_config(values.numel() // channels, channels, PAIRS, values.element_size(), heads)
     for op in OPS:
         if clock.expired():
             return False
@@ -214,7 +193,7 @@ def measure_case(
 
 
 # Rounds of the host-time measurement: the first one or two rounds of a process read up to 1.5x the later ones
-# (run 53: with gradients 69 and 55 us, then 45-47 us, both kernels alike), so each call is timed in every round,
+# (with gradients 69 and 55 us, then 45-47 us, both kernels alike), so each call is timed in every round,
 # alternating, and the median of the rounds is kept.
 HOST_ROUNDS = 5
 
@@ -227,9 +206,9 @@ def measure_host(rope: ModuleType, timer: GraphTimer) -> list[dict[str, Any]]:
     angles = make_angles(1)
     leaf = values.detach().requires_grad_(True)
     calls = {
-        ("grad", "eager"): lambda: rope._apply_rope_torch(leaf, angles),
+        ("grad", "eager"): lambda: rope.apply_rope_eager(leaf, angles),
         ("grad", "fused"): lambda: rope.apply_rope_triton(leaf, angles),
-        ("no_grad", "eager"): lambda: rope._apply_rope_torch(values, angles),
+        ("no_grad", "eager"): lambda: rope.apply_rope_eager(values, angles),
         ("no_grad", "fused"): lambda: rope.apply_rope_triton(values, angles),
         ("no_grad", "fused in place"): lambda: rope.apply_rope_triton_(values, angles),
     }
@@ -244,7 +223,7 @@ def measure_host(rope: ModuleType, timer: GraphTimer) -> list[dict[str, Any]]:
         eager = measured[mode, "eager"]
         row = {"mode": mode, "impl": name, "host_us": host_ms * 1e3, "ratio_to_eager": host_ms / eager}
         if name != "eager":
-            row["target"] = _target("host fused/eager", "<=", 0.5, row["ratio_to_eager"])
+            row["target"] = target("host fused/eager", "<=", 0.5, row["ratio_to_eager"])
         rows.append(row)
     return rows
 
@@ -344,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not cuda_available("benchmarks.run"):
         return NO_CUDA_EXIT_CODE
     from benchmarks.in_place import IN_PLACE_CASES, format_in_place_row, load_flash_attention_rotary, measure_in_place
-    from impl import rope_triton as rope
+    from dsv41_rope import kernel as rope
 
     clock = Clock(args.time_budget)
     timer = GraphTimer()

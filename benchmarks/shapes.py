@@ -47,7 +47,7 @@ QUICK_CASES = ("query", "window_kv")
 
 def make_values(case: Case, dtype: torch.dtype, device: str = "cuda") -> torch.Tensor:
     """Random values in the case's shape and layout; random, because zeros can hide unwritten outputs. On the
-    ``meta`` device: the layout alone (``scripts.build_cost``)."""
+    ``meta`` device: the layout alone (``tools.build_cost``)."""
     if case.transposed:
         batch, sequence, heads, channels = case.shape
         return torch.randn(batch, heads, sequence, channels, dtype=dtype, device=device).transpose(1, 2)

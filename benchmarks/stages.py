@@ -3,16 +3,16 @@
 From the repository root, on a CUDA machine::
 
     python -m benchmarks.stages --out DIR              # the stage table (about a minute on an H200)
-    ncu --clock-control none --kernel-name regex:'_rope_kernel|copy_kernel' --metrics METRICS \\
+    ncu --clock-control none --kernel-name regex:'rope_kernel|copy_kernel' --metrics METRICS \\
         python -m benchmarks.stages --launch-once     # each shape's forward, in place and copy once, for counters
     python -m benchmarks.stages --table STAGES_JSON NCU_CSV   # the Markdown table of docs/benchmarks.md
 
-Each variant is ``impl/rope_triton.py`` with one stage edited out (``STAGE_EDITS``; each edit must match once) and
-imported as a module of its own; its forward (and in place) is timed by CUDA-graph replay beside the full kernel and
-the copy of the same bytes, cold L2 from 32 MiB and warm below (as the targets). The difference to the full kernel is
-that stage's cost. Variants compute wrong bits on purpose: they are timed, never used. flash-attention's in-place
-rotary, handed its cos/sin tables, is timed alike on the same tensor where its file is found (as
-``benchmarks.in_place`` finds it): ours over it, whole and with each stage left out, says which stage stands between
+Each variant is a copy of the kernel package with one stage edited out of one of its modules (``STAGE_EDITS`` names the
+module; each edit must match once), imported as a package of its own; its forward (and in place) is timed by CUDA-graph
+replay beside the full kernel and the copy of the same bytes, cold L2 from 32 MiB and warm below (as the targets). The
+difference to the full kernel is that stage's cost. Variants compute wrong bits on purpose: they are timed, never used.
+flash-attention's in-place rotary, handed its cos/sin tables, is timed alike on the same tensor where its file is found
+(as ``benchmarks.in_place`` finds it): ours over it, whole and with each stage left out, says which stage stands between
 our in-place call and its time. Per shape the compiled full kernel's registers, spills and global load/store widths
 (from its PTX) are recorded too.
 """
@@ -27,6 +27,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -38,26 +39,28 @@ from benchmarks.common import (
     GraphTimer,
     ResultFile,
     environment,
-    import_source,
     short_error,
     triton_copy,
 )
 from benchmarks.in_place import flash_in_place, load_flash_attention_rotary
 from benchmarks.shapes import CASES, DTYPES, make_angles, make_values
+from dsv41_rope import vendor
 
-SOURCE = Path(__file__).resolve().parents[1] / "impl" / "rope_triton.py"
-# stage left out: (text of the full kernel, text of the variant)
+# stage left out: (the kernel module edited, its text in the full kernel, the variant's text)
 STAGE_EDITS = {
     "cos/sin (angles used as both)": (
-        "            cos, sin = _cos_sin(cos_or_angle)\n",
+        "rotary_kernel.py",
+        "            cos, sin = cos_sin(cos_or_angle)\n",
         "            cos, sin = cos_or_angle, sin_or_angle\n",
     ),
     "copied channels": (
+        "rotary_kernel.py",
         "        if COPY_CHANNELS:\n            _copy_channels(",
         "        if False:\n            _copy_channels(",
     ),
     # No rotary pairs: every rotary load and store masked off, the chunk loop empty (Triton folds them away).
     "rotary block": (
+        "rotary_kernel.py",
         "        rotary_source = source + pair_offset * stride_values_channel\n",
         "        pairs = 0\n        rotary_source = source + pair_offset * stride_values_channel\n",
     ),
@@ -68,18 +71,21 @@ FLASH = "flash-attention"
 STAGE_CASES = ("query", "index_query", "window_kv", "compressed_kv", "index_keys", "large_2gb")
 
 
-def variant(edit: tuple[str, str], directory: Path, name: str):
-    """The kernel module with one edit applied."""
-    original, edited = edit
-    source = SOURCE.read_text()
+def variant(edit: tuple[str, str, str], directory: Path, name: str) -> ModuleType:
+    """A copy of the kernel package with one edit applied, imported under a name of its own."""
+    module, original, edited = edit
+    package = re.sub(r"\W", "_", f"stage_{name}")
+    copy = vendor.write_copy(directory / package, package)
+    source = (copy / module).read_text()
     if source.count(original) != 1:
-        raise RuntimeError(f"stage edit {name!r} no longer applies to {SOURCE.name}: update STAGE_EDITS")
-    return import_source(source.replace(original, edited), directory, "stage_" + re.sub(r"\W", "_", name))
+        raise RuntimeError(f"stage edit {name!r} no longer applies to {module}: update STAGE_EDITS")
+    (copy / module).write_text(source.replace(original, edited))
+    return vendor.load_copy(copy)
 
 
 def compiled_profile(rope, values: torch.Tensor) -> dict[str, Any]:
     """Registers, spills and the global memory accesses by width of the kernel the last launch compiled."""
-    plans = [plan for plan in rope._PLANS.values() if plan.compiled is not None]
+    plans = [plan for plan in rope.launch.PLANS.values() if plan.compiled is not None]
     if not plans:
         return {}
     compiled = plans[-1].compiled
@@ -95,7 +101,7 @@ def compiled_profile(rope, values: torch.Tensor) -> dict[str, Any]:
         "spills": getattr(compiled, "n_spills", None),
         "global_accesses_in_ptx": widths,
         "config": str(
-            rope._launch_config(
+            rope.launch_config(
                 values.numel() // values.shape[-1],
                 values.shape[-1],
                 32,
@@ -178,7 +184,7 @@ def format_row(row: dict[str, Any], names: list[str]) -> str:
 
 def launch_once() -> None:
     """Each shape's forward and in place once and a Triton copy of it, BF16 and FP32 (for ncu)."""
-    from impl import rope_triton as rope
+    from dsv41_rope import kernel as rope
 
     for dtype in (torch.bfloat16, torch.float32):
         for name in STAGE_CASES:
@@ -268,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.launch_once:
         launch_once()
         return 0
-    from impl import rope_triton as full
+    from dsv41_rope import kernel as full
 
     clock, timer = Clock(args.time_budget), GraphTimer()
     flash_rotary, flash_note = load_flash_attention_rotary()

@@ -1,4 +1,4 @@
-"""Measures the fused kernel's launch configurations, to choose the heuristics in ``_launch_config``.
+"""Measures the fused kernel's launch configurations, to choose the heuristics in ``dsv41_rope.kernel.launch_config``.
 
 From the repository root, on a CUDA machine::
 
@@ -7,11 +7,10 @@ From the repository root, on a CUDA machine::
 
 For every channel count, pair count and dtype it times the forward launch on a ~256 MiB tensor under each
 ``LaunchConfig(block_rows, copy_channels, rotary_channels, num_warps)`` of a modest grid, passed to the launcher
-(``impl.rope_triton._launch(..., config=...)``), by CUDA-graph replay, and divides by the time of ``clone()``: warm
-for a tensor under ``COLD_FROM_BYTES`` (it stays in the L2 between calls, as the targets assume), cold from there
-and in place. It
-prints the best configuration per group and how far the current ``_launch_config`` choice is from it, and writes
-``sweep_<date>_<gpu>.json`` after every group.
+(``dsv41_rope.kernel.rotate(..., config=...)``), by CUDA-graph replay, and divides by the time of ``clone()``: warm for
+a tensor under ``COLD_FROM_BYTES`` (it stays in the L2 between calls, as the targets assume), cold from there and in
+place. It prints the best configuration per group and how far the current ``dsv41_rope.kernel.launch_config`` choice is
+from it, and writes ``sweep_<date>_<gpu>.json`` after every group.
 """
 
 from __future__ import annotations
@@ -79,8 +78,7 @@ BLOCK_ELEMENTS = (256, 512, 1024, 2048, 4096, 8192)
 NUM_WARPS = (2, 4, 8)
 ELEMENTS_PER_THREAD = (4, 32)
 # In place a thread may hold a single pair (2 elements), from programs of 128 elements: where rows do not share cos/sin
-# (3-D values), each pair costs a cos/sin of its own, whose latency a thread with one pair does not serialize (the
-# sweeps before run 64 never timed one pair a thread).
+# (3-D values), each pair costs a cos/sin of its own, whose latency a thread with one pair does not serialize.
 IN_PLACE_BLOCK_ELEMENTS = (128, *BLOCK_ELEMENTS)
 IN_PLACE_ELEMENTS_PER_THREAD = (2, 32)
 # Copied-chunk widths: 64 channels is a whole 128-byte line in BF16; narrower chunks split lines. A chunk as wide as
@@ -123,10 +121,10 @@ def candidate_configs(rope: ModuleType, channels: int, pairs: int, default: Any,
     """The grid of one group, the current heuristic's choice first.
 
     Args:
-        rope: the ``impl.rope_triton`` module.
+        rope: the ``dsv41_rope.kernel`` module.
         channels: channels of the values.
         pairs: rotary pairs.
-        default: what ``_launch_config`` chooses for this shape.
+        default: what ``dsv41_rope.kernel.launch_config`` chooses for this shape.
         quick: fewer chunk widths (see :func:`chunk_widths`).
 
     Returns:
@@ -170,7 +168,7 @@ def sweep_group(
     and left out of the choice: every valid configuration computes the same roundings.
 
     Args:
-        rope: the ``impl.rope_triton`` module.
+        rope: the ``dsv41_rope.kernel`` module.
         values: ``[batch, sequence, (heads,) channels]``.
         pairs: rotary pairs.
         copy: time of ``clone()`` of ``values``.
@@ -186,13 +184,13 @@ def sweep_group(
     rows = values.numel() // channels
     angles = torch.rand(1, values.shape[1], pairs, device="cuda") * 6.2831853 - 3.1415927
     heads = values.shape[2] if values.dim() == 4 else 1
-    default = rope._launch_config(rows, channels, pairs, values.element_size(), heads, in_place=in_place)
+    default = rope.launch_config(rows, channels, pairs, values.element_size(), heads, in_place=in_place)
 
     def launch(config: Any, target: torch.Tensor | None = None) -> torch.Tensor:
         if in_place:
             target = values.clone() if target is None else target
-            return rope._launch(target, angles, False, in_place=True, config=config)
-        return rope._launch(values, angles, False, config=config)
+            return rope.rotate(target, angles, False, in_place=True, config=config)
+        return rope.rotate(values, angles, False, config=config)
 
     tensor_bytes = values.numel() * values.element_size()
     # Ranked by the time the targets use: warm below COLD_FROM_BYTES (the tensor stays in the L2 between calls), cold
@@ -305,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if not cuda_available("benchmarks.sweep"):
         return NO_CUDA_EXIT_CODE
-    from impl import rope_triton as rope
+    from dsv41_rope import kernel as rope
 
     clock = Clock(args.time_budget)
     timer = GraphTimer()

@@ -17,5 +17,5 @@ def report_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     pytester.syspathinsert(REPO)
-    pytester.makeconftest('pytest_plugins = ["conformance.plugin"]\n')
+    pytester.makeconftest('pytest_plugins = ["dsv41_rope.report.pytest_hooks"]\n')
     return pytester

@@ -1,20 +1,19 @@
-"""N GPUs on one host: xdist worker ``gwN`` runs on GPU ``N mod k`` (`conformance.backend`), and every case in the
-report names the GPU that ran it, through xdist and through the shard merger. The GPUs are faked: no CUDA is needed."""
+"""N GPUs on one host: xdist worker ``gwN`` runs on GPU ``N mod k`` (`dsv41_rope.harness.backend`), and every case in
+the report names the GPU that ran it, through xdist and through the shard merger. The GPUs are faked: no CUDA is
+needed."""
 
 from __future__ import annotations
 
 import collections
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from conformance import backend, devices, merge, pytest_plugin
-from conformance.report import checked_device
+from dsv41_rope.harness import backend, devices, under_test
+from dsv41_rope.report import checked_device, merge_cli
+from tools import two_gpus
 
 pytest_plugins = ["pytester"]
 
@@ -23,7 +22,7 @@ pytest_plugins = ["pytester"]
 def fake_gpus(monkeypatch: pytest.MonkeyPatch):
     """Returns a function that makes this process see `count` CUDA devices of `gib` GiB each, compiled (not
     interpreted) kernels: as torch sees them (the tests' processes) and as the driver lists them to a process that
-    has not imported torch (`conformance.devices`: xdist's controller)."""
+    has not imported torch (`dsv41_rope.harness.devices`: xdist's controller)."""
 
     def fake(count: int, gib: int = 141) -> None:
         monkeypatch.setenv("TRITON_INTERPRET", "0")
@@ -76,21 +75,21 @@ def test_n_auto_takes_16_workers_a_large_gpu_with_the_cores_for_them_else_8(
 ) -> None:
     fake_gpus(gpus, gib)
     monkeypatch.setattr(backend.os, "sched_getaffinity", lambda pid: set(range(cores)))
-    workers = pytest_plugin.pytest_xdist_auto_num_workers(config=None)
+    workers = under_test.pytest_xdist_auto_num_workers(config=None)
     assert workers == expected, f"-n auto on {gpus} GPUs of {gib} GiB, {cores} cores: {workers} workers"
 
 
 def test_n_auto_is_xdists_own_on_a_cpu(fake_gpus, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_gpus(1)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert pytest_plugin.pytest_xdist_auto_num_workers(config=None) is None
+    assert under_test.pytest_xdist_auto_num_workers(config=None) is None
     monkeypatch.delenv("TRITON_INTERPRET")
     monkeypatch.setattr(devices, "driver_devices", lambda: ())  # no GPU the driver lists
-    assert pytest_plugin.pytest_xdist_auto_num_workers(config=None) is None
+    assert under_test.pytest_xdist_auto_num_workers(config=None) is None
     fake_gpus(1)
     monkeypatch.delenv("TRITON_INTERPRET")
     monkeypatch.setattr(devices, "torch_cuda_version", lambda: None)  # a CPU build of torch
-    assert pytest_plugin.pytest_xdist_auto_num_workers(config=None) is None
+    assert under_test.pytest_xdist_auto_num_workers(config=None) is None
 
 
 def test_a_case_names_the_device_that_ran_it() -> None:
@@ -108,14 +107,14 @@ import torch
 torch.cuda.is_available = lambda: True
 torch.cuda.device_count = lambda: 2
 
-pytest_plugins = ["conformance.plugin"]
+pytest_plugins = ["dsv41_rope.report.pytest_hooks"]
 """
 DEVICE_TESTS = """
 import os
 
 import pytest
 
-from conformance import backend
+from dsv41_rope.harness import backend
 
 
 @pytest.mark.parametrize("n", range(12))
@@ -155,7 +154,7 @@ def test_reports_and_merges_keep_the_gpu_of_each_case(
     assert "xdist_worker_devices: " + ", ".join(metadata["xdist_worker_devices"]) in markdown
 
     capsys.readouterr()
-    assert merge.main([str(report_project.path / "merged"), *shards]) == merge.EXIT_MERGED
+    assert merge_cli.main([str(report_project.path / "merged"), *shards]) == merge_cli.EXIT_MERGED
     merged = json.loads((report_project.path / "merged" / "ulp-drift.json").read_text(encoding="utf-8"))["cases"]
     assert merged == {**xdist, **serial} and len(merged) == 12
     assert "cuda:0-1" in capsys.readouterr().out  # the devices column
@@ -196,17 +195,8 @@ def test_host_threads_left_alone_outside_xdist_or_where_omp_num_threads_says(
     assert torch.get_num_threads() == before
 
 
-def test_two_gpu_probe_says_what_it_needs_on_a_host_without_two() -> None:
+def test_the_two_gpu_check_says_what_it_needs_on_a_host_without_two(capsys: pytest.CaptureFixture[str]) -> None:
     if torch.cuda.device_count() >= 2:
-        pytest.skip("this host has two GPUs: the probe runs for real (scripts/h200_session.sh two_gpus)")
-    # Run as the session step runs it (tests do not import scripts).
-    probe = subprocess.run(
-        [sys.executable, "-m", "scripts.two_gpu_probe"],
-        cwd=Path(__file__).resolve().parents[1],
-        env={**os.environ, "TRITON_INTERPRET": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert probe.returncode == 2, probe.stdout + probe.stderr
-    assert "needs 2 CUDA devices" in probe.stdout
+        pytest.skip("this host has two GPUs: the check runs for real (tools/gpu_gate.sh, step two_gpus)")
+    assert two_gpus.main() == 2
+    assert "needs 2 CUDA devices" in capsys.readouterr().out

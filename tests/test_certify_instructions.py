@@ -52,7 +52,7 @@ def test_the_smoke_selection_is_small_and_reaches_every_property() -> None:
             "no:cacheprovider",
             "--co",
             "-q",
-            "conformance",
+            "dsv41_rope/conformance",
             "-k",
             smoke_selection(),
         ],

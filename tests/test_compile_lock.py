@@ -11,14 +11,14 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from conformance import compile_lock
+from dsv41_rope.harness import compile_lock
 
 BUILD_SECONDS = 0.5
 
 
 def _hook_kwargs(key: str, source: str = "source-hash") -> dict:
     function = SimpleNamespace(
-        module="impl.rope_triton", name="_rope_kernel", jit_function=SimpleNamespace(cache_key=source)
+        module="dsv41_rope.kernel", name="_rope_kernel", jit_function=SimpleNamespace(cache_key=source)
     )
     return {"key": key, "fn": function, "repr": "", "compile": {}, "is_manual_warmup": False, "already_compiled": False}
 
@@ -68,7 +68,7 @@ def test_different_specializations_build_at_once(tmp_path):
 
 
 def test_a_lock_is_named_by_the_specialization_and_the_kernel_source():
-    name = compile_lock.CompileLock._name
+    name = compile_lock.CompileLock.lock_name
     names = [name(_hook_kwargs(key, source)) for key, source in (("a", "1"), ("b", "1"), ("a", "2"))]
     assert len(set(names)) == 3, f"two of (spec a, source 1), (b, 1), (a, 2) share a lock: {names}"
     assert name(_hook_kwargs("a", "1")) == names[0]

@@ -12,18 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from conformance import merge
-from conformance.report import COMPLETENESS, SHARD, Report, verdict_status
+from dsv41_rope.report import COMPLETENESS, SHARD, Report, merge_cli, verdict_status
 
 REPO = Path(__file__).resolve().parents[1]
 # Small and fast under the interpreter: the bad-input checks and the BF16 window-KV forward bits (36 tests), gated by
 # the interpreter's baseline as ./run gates them.
-PYTEST = [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "conformance"]
+PYTEST = [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "dsv41_rope/conformance"]
 SLICE = [
     "-k",
     "test_bad_input or (test_forward_bits and window-kv and bf16)",
     "--ulp-baseline",
-    "baselines/ulp-drift-interpreter.json",
+    "dsv41_rope/baselines/ulp-drift-interpreter.json",
 ]
 
 
@@ -57,7 +56,7 @@ def test_the_merged_shards_are_the_unsplit_run_and_a_lost_or_repeated_one_fails(
     shards = [str(runs / f"shard{g}" / "ulp-drift.json") for g in (1, 2, 3)]
     assert all((Path(path).parent / "junit.xml").is_file() for path in shards)
     capsys.readouterr()
-    assert merge.main([str(runs / "merged"), *shards, "--expect-splits", "3"]) == merge.EXIT_MERGED
+    assert merge_cli.main([str(runs / "merged"), *shards, "--expect-splits", "3"]) == merge_cli.EXIT_MERGED
     merged, whole = Report.load(runs / "merged" / "ulp-drift.json"), Report.load(runs / "whole" / "ulp-drift.json")
     assert whole.cases and merged.to_json()["cases"] == whole.to_json()["cases"]
     assert verdict_status(merged) == verdict_status(whole) == "PASS"
@@ -69,9 +68,11 @@ def test_the_merged_shards_are_the_unsplit_run_and_a_lost_or_repeated_one_fails(
 
     expected = json.loads(Path(shards[0]).read_text(encoding="utf-8"))["metadata"][SHARD]["group_tests"][1]
     capsys.readouterr()
-    assert merge.main([str(runs / "lost"), shards[0], shards[2], "--expect-splits", "3"]) == merge.EXIT_INCOMPLETE
+    assert (
+        merge_cli.main([str(runs / "lost"), shards[0], shards[2], "--expect-splits", "3"]) == merge_cli.EXIT_INCOMPLETE
+    )
     output = capsys.readouterr().out
     assert f"cpu: group 2 of 3 missing: it should have held {expected} tests" in output
     assert "ulp-drift verdict: INCOMPLETE" in output
-    assert merge.main([str(runs / "twice"), *shards, shards[1]]) == merge.EXIT_INCOMPLETE
+    assert merge_cli.main([str(runs / "twice"), *shards, shards[1]]) == merge_cli.EXIT_INCOMPLETE
     assert f"cpu: group 2 of 3 given 2 times: {shards[1]}, {shards[1]}" in capsys.readouterr().out

@@ -11,9 +11,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SLICE = [
-    "conformance/test_forward_bits.py",
-    "conformance/test_error_vs_truth.py",
-    "conformance/test_generated_layouts.py",
+    "dsv41_rope/conformance/test_forward_bits.py",
+    "dsv41_rope/conformance/test_error_vs_truth.py",
+    "dsv41_rope/conformance/test_generated_layouts.py",
     "-k",
     "(window-kv and bf16) or (out_of_place and fp32-3d-forward)",
 ]

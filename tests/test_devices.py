@@ -1,5 +1,5 @@
-"""This machine's CUDA found without importing torch (`conformance.devices`), and xdist's controller, which only hands
-tests out, never importing torch: each python start that imports it takes 3-7 s on the H200 (docs/ci.md)."""
+"""This machine's CUDA found without importing torch (`dsv41_rope.harness.devices`), and xdist's controller, which only
+hands tests out, never importing torch: each python start that imports it takes 3-7 s on the H200 (docs/ci.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conformance import devices
+from dsv41_rope.harness import devices
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ def test_torchs_build_is_read_from_its_version_file_without_importing_it(
     )
     done = _python(
         "-c",
-        "import json, sys\nfrom conformance import devices, provenance\n"
+        "import json, sys\nfrom dsv41_rope.harness import devices, provenance\n"
         "print(json.dumps([devices.torch_version(), devices.torch_cuda_version(), provenance.versions()['torch'],"
         " 'torch' in sys.modules]))",
         first_on_path=tmp_path,
@@ -136,7 +136,7 @@ def test_the_xdist_controller_imports_no_torch(tmp_path: Path) -> None:
         "import json, os, sys\n"
         "def pytest_sessionfinish(session):\n"
         "    if not hasattr(session.config, 'workerinput'):\n"
-        "        heavy = [m for m in ('torch', 'triton', 'oracle', 'impl.rope_triton') if m in sys.modules]\n"
+        "        heavy = [m for m in ('torch', 'triton', 'oracle', 'dsv41_rope.kernel') if m in sys.modules]\n"
         "        with open(os.environ['CONTROLLER_MODULES'], 'w') as out:\n"
         "            json.dump(heavy, out)\n"
     )
@@ -150,7 +150,7 @@ def test_the_xdist_controller_imports_no_torch(tmp_path: Path) -> None:
         "controller_modules",
         "-p",
         "no:cacheprovider",
-        "conformance/test_dispatch.py",
+        "dsv41_rope/conformance/test_dispatch.py",
         "-k",
         "test_output_is_new_contiguous_storage",
         "--ulp-report",

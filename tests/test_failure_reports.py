@@ -1,5 +1,5 @@
 """A failing implementation is judged as fast and as clearly as a passing one: a failure of the suite's own
-comparisons (``conformance.failures.ConformanceFailure``) shows as its one line, without the traceback whose
+comparisons (``dsv41_rope.harness.failures.ConformanceFailure``) shows as its one line, without the traceback whose
 formatting cost more than the check; any other failure keeps its traceback; the run ends with the failed tests
 grouped by test function and what failed them, one line each, however many failed.
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.failures import ConformanceFailure, short_failure
+from dsv41_rope.harness.failures import ConformanceFailure, short_failure
 
 pytest_plugins = ["pytester"]
 
-PLUGIN = ["-p", "conformance.pytest_plugin", "-p", "no:cacheprovider"]
+PLUGIN = ["-p", "dsv41_rope.harness.under_test", "-p", "no:cacheprovider"]
 LINE = (
     "bf16-4d-contiguous-query-forward-normal fused-vs-oracle: 3 bit mismatches (max 2 ulp) of 16 elements, first at "
     "(0, 1, 0, 6): input 0x3F80(1),0x4000(2) got 0x3F81(1.0078125) expected 0x3F80(1)"
@@ -24,7 +24,7 @@ LINE = (
 TESTS = f"""
 import pytest
 
-from conformance.failures import ConformanceFailure
+from dsv41_rope.harness.failures import ConformanceFailure
 
 
 def compare(big, expected):
@@ -138,7 +138,7 @@ RELEASED = """
 import gc
 import weakref
 
-from conformance.failures import ConformanceFailure
+from dsv41_rope.harness.failures import ConformanceFailure
 
 
 class Tensor:

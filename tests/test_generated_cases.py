@@ -1,6 +1,6 @@
 """The machinery of the generated conformance cases: layout specs and the code that rebuilds them, the strategies,
 the shards, and the tally that records a hypothesis run in the ulp-drift report. (That the generated-case check
-fails on the faults it is there to find: conformance/test_generated_checks.py.)"""
+fails on the faults it is there to find: dsv41_rope/conformance/test_generated_checks.py.)"""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from conformance import generated, strategies
-from conformance.generated import PARTS, SHARDS, DriftTally, run_shard
-from conformance.layouts import LayoutSpec, StridedLayout, build_inputs
-from oracle.rounding import bits
+from dsv41_rope.conformance import generated_shards, strategies
+from dsv41_rope.conformance.generated_shards import PARTS, SHARDS, DriftTally, run_shard
+from dsv41_rope.conformance.layouts import LayoutSpec, StridedLayout, build_inputs
+from dsv41_rope.oracle.rounding import bits
 
 CPU = torch.device("cpu")
 
@@ -113,7 +113,7 @@ def test_reproduction_code_runs_the_implementation_judged(tmp_path, monkeypatch)
 @settings(max_examples=100)
 @given(spec=strategies.layout_specs("bf16", 4, False), three_d=strategies.layout_specs("fp16", 3, True))
 def test_drawn_specs_are_small_valid_inputs_of_the_op(spec, three_d):
-    from impl import rope_triton
+    from dsv41_rope import kernel as rope_triton
 
     for drawn in (spec, three_d):
         assert 1 <= drawn.pairs <= drawn.values.shape[-1] // 2
@@ -121,7 +121,7 @@ def test_drawn_specs_are_small_valid_inputs_of_the_op(spec, three_d):
             assert layout.storage_size <= strategies.MAX_STORAGE_ELEMENTS + strategies.MAX_STORAGE_OFFSET
         assert torch.Size(drawn.values.shape).numel() <= strategies.MAX_VIEW_ELEMENTS
         inputs = build_inputs(drawn, CPU)
-        eager = rope_triton._apply_rope_torch(inputs.values, inputs.angles, inverse=drawn.inverse)  # accepts them
+        eager = rope_triton.apply_rope_eager(inputs.values, inputs.angles, inverse=drawn.inverse)  # accepts them
         assert eager.shape == inputs.values.shape
 
 
@@ -146,8 +146,8 @@ def test_the_parts_of_a_shard_draw_the_profiles_examples_between_them(derandomiz
     search begins with the simplest examples, so parts share those, and a run repeats some of its own)."""
     parts = [_drawn(shard) for shard in SHARDS if (shard.dtype_name, shard.rank, shard.inverse) == ("bf16", 3, False)]
     assert [len(drawn) for drawn in parts] == [60 // PARTS] * PARTS
-    monkeypatch.setattr(generated, "PARTS", 1)
-    whole = _drawn(generated.Shard("bf16", 3, False))
+    monkeypatch.setattr(generated_shards, "PARTS", 1)
+    whole = _drawn(generated_shards.Shard("bf16", 3, False))
     assert len(whole) == 60
     assert len(set().union(*parts)) >= len(set(whole))
 

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from conformance.implementation import CLAIMS, FunctionName, ImplementationError, load, parse_claims
+from dsv41_rope.harness.implementation import CLAIMS, FunctionName, ImplementationError, load, parse_claims
 
 pytest_plugins = ["pytester"]
 
-SUITE = Path(__file__).resolve().parents[1] / "conformance"
-PLUGIN = ["-p", "conformance.pytest_plugin", "-p", "no:cacheprovider"]
-FOREIGN = "conformance.judged.wrong:backward_without_conjugate"
+REPO = Path(__file__).resolve().parents[1]
+SUITE = REPO / "dsv41_rope" / "conformance"
+PLUGIN = ["-p", "dsv41_rope.harness.under_test", "-p", "no:cacheprovider"]
+FOREIGN = "dsv41_rope.conformance.judged.wrong:backward_without_conjugate"
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     """pytester, with no selection or CI page inherited from the outer run, and the checkout importable."""
     for variable in ("DSV41_ROPE_IMPL", "DSV41_ROPE_IMPL_IN_PLACE", "DSV41_ROPE_IMPL_CLAIMS", "GITHUB_STEP_SUMMARY"):
         monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(SUITE.parent), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     return pytester
 
 
@@ -78,15 +79,15 @@ def test_a_function_the_suite_cannot_call_is_a_usage_error_before_any_test(suite
 
 def test_a_missing_function_is_named_with_the_module_file_and_its_callables():
     with pytest.raises(ImplementationError) as raised:
-        load("impl.rope_triton:apply_rope")
+        load("dsv41_rope.kernel:apply_rope")
     message = str(raised.value)
-    assert "has no attribute 'apply_rope'" in message and "rope_triton.py" in message
+    assert "has no attribute 'apply_rope'" in message and "kernel/__init__.py" in message
     assert "apply_rope_triton, apply_rope_triton_" in message
 
 
 def test_an_in_place_function_must_be_named_in_full():
-    with pytest.raises(ImplementationError, match="--rope-impl-in-place='impl.rope_triton': expected MODULE:FUNCTION"):
-        load(None, in_place="impl.rope_triton")
+    with pytest.raises(ImplementationError, match="--rope-impl-in-place='dsv41_rope.kernel': expected MODULE:FUNCTION"):
+        load(None, in_place="dsv41_rope.kernel")
 
 
 def test_unknown_claims_are_refused_and_none_claims_none():
@@ -98,13 +99,13 @@ def test_unknown_claims_are_refused_and_none_claims_none():
 
 def test_defaults_judge_the_project_kernel_with_its_in_place_function_and_every_claim():
     implementation = load(None)
-    assert implementation.name == "impl.rope_triton:apply_rope_triton" and implementation.is_project_kernel
-    assert str(implementation.in_place_name) == "impl.rope_triton:apply_rope_triton_"
+    assert implementation.name == "dsv41_rope.kernel:apply_rope_triton" and implementation.is_project_kernel
+    assert str(implementation.in_place_name) == "dsv41_rope.kernel:apply_rope_triton_"
     assert implementation.claims == set(CLAIMS)
 
 
 def test_another_function_of_the_project_module_is_another_implementation():
-    implementation = load("impl.rope_triton:_apply_rope_torch", claims="double-backward")
+    implementation = load("dsv41_rope.kernel:apply_rope_eager", claims="double-backward")
     assert not implementation.is_project_kernel and implementation.in_place_name is None
     assert implementation.claims == {"double-backward"}
     assert FunctionName.parse("a.b", default_function="f", option="x") == FunctionName("a.b", "f")
@@ -112,7 +113,7 @@ def test_another_function_of_the_project_module_is_another_implementation():
 
 def test_a_modules_own_claims_stand_unless_the_option_says_otherwise(tmp_path, monkeypatch):
     (tmp_path / "claiming_kernel.py").write_text(
-        "from impl.rope_triton import apply_rope_triton\nROPE_CONFORMANCE_CLAIMS = ('compile',)\n"
+        "from dsv41_rope.kernel import apply_rope_triton\nROPE_CONFORMANCE_CLAIMS = ('compile',)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert load("claiming_kernel").claims == {"compile"}
@@ -129,7 +130,7 @@ def test_the_environment_names_the_implementation_when_the_option_does_not(suite
 
 # One test of each kind another implementation does not answer to, and one it does.
 SKIPPED_FOR_ANOTHER = {
-    "test_dispatch.py::test_empty_sequence": "checks the project kernel's internals (impl.rope_triton); " + FOREIGN,
+    "test_dispatch.py::test_empty_sequence": "checks the project kernel's internals (dsv41_rope.kernel); " + FOREIGN,
     "test_in_place.py::test_version_counter_is_bumped": "no in-place function is judged for " + FOREIGN,
     "test_integration.py::test_compile_fullgraph_gives_eager_mode_bits[bf16-static-shapes]": (
         f"{FOREIGN} does not claim compile"

@@ -1,11 +1,12 @@
 """Installed use: the distribution's wheel, installed into a fresh virtual environment, judges a kernel outside this
-checkout with ``python -m pytest --pyargs conformance --rope-impl MODULE -n 2`` from an empty directory, gated by the
-accepted baseline it ships.
+checkout with ``python -m pytest --pyargs dsv41_rope.conformance --rope-impl MODULE -n 2`` from an empty directory,
+gated by the accepted baseline it ships.
 
 Nothing is downloaded: the wheel is built with this environment's setuptools (no build isolation), and the new
 environment sees this one's torch, triton and pytest through a ``.pth`` file (and the system's through
-``--system-site-packages``), while the suite itself comes from the wheel alone. The kernel judged is the project's,
-copied to a temporary folder as ``vendored_rope``.
+``--system-site-packages``), while the suite itself comes from the wheel alone. The kernel judged is the project's
+kernel package, vendored by the installed ``python -m dsv41_rope.vendor`` into a temporary folder as the package
+``vendored_rope``.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from conformance import backend
-from conformance.judged.run import judge, passing_counts, slice_args
-from conformance.provenance import kernel_sha256
+from dsv41_rope.conformance.judged.run import judge, passing_counts, slice_args
+from dsv41_rope.harness import backend
+from dsv41_rope.harness.provenance import kernel_sha256
 
 REPO = Path(__file__).resolve().parents[1]
-SHIPPED = ("impl", "oracle", "conformance")
+PACKAGE = REPO / "dsv41_rope"
+IGNORED = shutil.ignore_patterns("__pycache__", "*.egg-info")
 
 
 def _run(command: list[str], **kwargs) -> str:
@@ -40,9 +42,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel, built from a copy of the sources, so that the build writes nothing into the checkout."""
     tmp_path = tmp_path_factory.mktemp("build")
     source = tmp_path / "source"
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    for part in (*SHIPPED, "baselines"):
-        shutil.copytree(REPO / part, source / part, ignore=ignore)
+    shutil.copytree(PACKAGE, source / PACKAGE.name, ignore=IGNORED)
     for name in ("pyproject.toml", "README.md"):
         shutil.copyfile(REPO / name, source / name)
     wheels = tmp_path / "wheels"
@@ -68,35 +68,31 @@ def _fresh_environment(tmp_path: Path, wheel: Path) -> Path:
 def test_the_wheel_holds_the_suite_its_plugin_and_baselines(wheel):
     archive = zipfile.ZipFile(wheel)
     names = set(archive.namelist())
-    sources = {
-        path.relative_to(REPO).as_posix()
-        for part in SHIPPED
-        for path in (REPO / part).rglob("*.py")
-        if "__pycache__" not in path.parts
-    }
+    sources = {path.relative_to(REPO).as_posix() for path in PACKAGE.rglob("*.py") if "__pycache__" not in path.parts}
     assert sources - names == set(), "modules of the checkout missing from the wheel (pyproject's package list)"
-    baselines = {f"conformance/baselines/{path.name}" for path in (REPO / "baselines").glob("*.json")}
-    assert baselines and baselines <= names
+    data = {path.relative_to(REPO).as_posix() for path in PACKAGE.rglob("*.json")}
+    assert any(name.startswith("dsv41_rope/baselines/") for name in data)
+    assert data - names == set(), "data files of the package (baselines, the kernel's tuning) missing from the wheel"
     (entry_points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
     text = archive.read(entry_points).decode()
-    assert "[pytest11]\nconformance.pytest_plugin = conformance.pytest_plugin" in text
+    assert "[pytest11]\ndsv41_rope.pytest_plugin = dsv41_rope.pytest_plugin" in text
 
 
 def test_installed_suite_judges_a_vendored_kernel_from_any_directory(wheel, tmp_path):
     python = _fresh_environment(tmp_path, wheel)
     vendor = tmp_path / "vendor"
-    vendor.mkdir()
-    shutil.copyfile(REPO / "impl" / "rope_triton.py", vendor / "vendored_rope.py")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     outer = ("PYTEST_", "GITHUB_STEP", "TRITON_INTERPRET", "PYTHONPATH")
     env = {key: value for key, value in os.environ.items() if not key.startswith(outer)}
     env["PYTHONPATH"] = str(vendor)  # the kernel judged; the suite only from the wheel
 
-    where = _run([str(python), "-c", "import conformance; print(conformance.__file__)"], cwd=elsewhere, env=env)
+    where = _run([str(python), "-c", "import dsv41_rope.conformance as c; print(c.__file__)"], cwd=elsewhere, env=env)
     assert Path(where.strip()).is_relative_to(tmp_path / "venv"), f"the suite came from {where}, not the wheel"
-    baseline = Path(_run([str(python), "-m", "conformance.accepted"], cwd=elsewhere, env=env).strip())
+    baseline = Path(_run([str(python), "-m", "dsv41_rope.harness.accepted"], cwd=elsewhere, env=env).strip())
     assert baseline.is_relative_to(tmp_path / "venv") and baseline.name == f"ulp-drift-{backend.name()}.json"
+    copy = ["-m", "dsv41_rope.vendor", str(vendor / "vendored_rope"), "--namespace", "vendored_rope"]
+    _run([str(python), *copy], cwd=elsewhere, env=env)
 
     args = [*slice_args(pyargs=True), "-n", "2", "--ulp-baseline", str(baseline)]
     outcome = judge("vendored_rope", elsewhere, args, python=str(python), env=env)
@@ -106,7 +102,9 @@ def test_installed_suite_judges_a_vendored_kernel_from_any_directory(wheel, tmp_
     # The cases keep the checkout's keys, so the shipped baseline gated every one of them.
     assert ": 0 regressed, 0 new," in outcome.output, outcome.output
     report = json.loads((elsewhere / "report" / "ulp-drift.json").read_text())
-    assert report["cases"] and all(key.startswith("conformance/test_") for key in report["cases"])
+    assert report["cases"] and all(key.startswith("dsv41_rope/conformance/test_") for key in report["cases"])
     judged = report["metadata"]["from_tests"]["implementation under test"]
-    assert judged["source"] == str(vendor / "vendored_rope.py")
-    assert judged["sha256"] == kernel_sha256(REPO / "impl" / "rope_triton.py")
+    assert judged["source"] == str(vendor / "vendored_rope")
+    assert judged["sha256"] == kernel_sha256(vendor / "vendored_rope")
+    vendored = json.loads((vendor / "vendored_rope" / "VENDORED.json").read_text())
+    assert vendored["kernel_sha256"] == kernel_sha256(PACKAGE / "kernel"), "the copy names the source it came from"

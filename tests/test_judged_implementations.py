@@ -1,30 +1,30 @@
-"""The suite judges implementations it did not write: each deliberately wrong one (``conformance/judged/wrong.py``, the
-project's kernel with one defect built around it) fails a slice of the suite for its defect alone, exactly the tests
-that defect reaches and each on the comparison that shows it; a correct copy of the kernel, imported under another
-module name, passes the same slice, and its report names it.
+"""The suite judges implementations it did not write: each deliberately wrong one
+(``dsv41_rope/conformance/judged/wrong.py``, the project's kernel with one defect built around it) fails a slice of the
+suite for its defect alone, exactly the tests that defect reaches and each on the comparison that shows it; a correct
+copy of the kernel, imported under another module name, passes the same slice, and its report names it.
 
-Each implementation runs in its own pytest process (``conformance.judged.run``), as another repository's CI would run
-the suite.
+Each implementation runs in its own pytest process (``dsv41_rope.conformance.judged.run``), as another repository's CI
+would run the suite.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-from conformance import backend
-from conformance.judged.run import SLICE, WRONG, Outcome, judge, passing_counts
-from conformance.provenance import kernel_sha256
-from conformance.report import what_failed
+from dsv41_rope.conformance.judged.run import SLICE, WRONG, Outcome, judge, passing_counts
+from dsv41_rope.harness import backend
+from dsv41_rope.harness.provenance import kernel_sha256
+from dsv41_rope.report import what_failed
+from dsv41_rope.vendor import write_copy
 
 REPO = Path(__file__).resolve().parents[1]
 NORMAL, SPECIAL = "inverse-normal", "inverse-special"
 # Per wrong implementation: each test function it fails, the comparison its failures name and what differed there
-# (`conformance.report.what_failed`), and the value regimes of the failing cases (both angle layouts of
+# (`dsv41_rope.report.what_failed`), and the value regimes of the failing cases (both angle layouts of
 # each). Every other test of the slice passes. The eager comparisons run on a GPU only.
 BITS, NAN_BITS, OVER_BOUND = "bit mismatches", "NaN bit-pattern differences", "norm-wise error over the bound"
 EXPECTED_FAILURES = {
@@ -87,8 +87,7 @@ def test_wrong_implementation_fails_for_its_defect_alone(name, tmp_path):
 
 def test_correct_kernel_under_another_module_name_passes_the_slice(tmp_path):
     vendor = tmp_path / "vendor"
-    vendor.mkdir()
-    shutil.copyfile(REPO / "impl" / "rope_triton.py", vendor / "vendored_rope.py")
+    write_copy(vendor / "vendored_rope", "vendored_rope")
     env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "GITHUB_STEP"))}
     env["PYTHONPATH"] = os.pathsep.join([str(vendor), str(REPO)])
     outcome = judge("vendored_rope", tmp_path / "run", SLICE, env=env)
@@ -97,8 +96,8 @@ def test_correct_kernel_under_another_module_name_passes_the_slice(tmp_path):
     report = json.loads((tmp_path / "run" / "report" / "ulp-drift.json").read_text())
     judged = report["metadata"]["from_tests"]["implementation under test"]
     assert judged["function"] == "vendored_rope:apply_rope_triton"
-    assert judged["source"] == str(vendor / "vendored_rope.py")
-    assert judged["sha256"] == kernel_sha256(REPO / "impl" / "rope_triton.py")
+    assert judged["source"] == str(vendor / "vendored_rope")
+    assert judged["sha256"] == kernel_sha256(vendor / "vendored_rope")
     assert judged["in place"] == "none judged" and judged["claims"] == "none"
     markdown = (tmp_path / "run" / "report" / "ulp-drift.md").read_text()
     assert "| function | vendored_rope:apply_rope_triton |" in markdown.split("### By dtype")[0], "not in the header"

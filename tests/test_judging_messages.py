@@ -12,12 +12,13 @@ import pytest
 import torch
 import triton
 
-from conformance import backend, checks
-from conformance.cases import Case
-from conformance.comparisons import assert_bits, interpreter_caveat
-from conformance.failures import ConformanceFailure
-from conformance.implementation import load
-from conformance.report import FROM_TESTS, INTERPRETER_ARTEFACTS, TESTS_FAILED, CaseRecord, Report, verdict
+from dsv41_rope.conformance import checks
+from dsv41_rope.conformance.cases import Case
+from dsv41_rope.conformance.comparisons import assert_bits, interpreter_caveat
+from dsv41_rope.harness import backend
+from dsv41_rope.harness.failures import ConformanceFailure
+from dsv41_rope.harness.implementation import load
+from dsv41_rope.report import FROM_TESTS, INTERPRETER_ARTEFACTS, TESTS_FAILED, CaseRecord, Report, verdict
 
 CPU = torch.device("cpu")
 CASE = Case("bf16", "pairs1", "contiguous", False, "normal")
@@ -143,14 +144,14 @@ def test_a_triton_kernels_bf16_failure_under_the_interpreter_says_it_may_be_the_
 
 def test_a_plain_pytorch_implementation_gets_no_interpreter_caveat(tmp_path, monkeypatch) -> None:
     (tmp_path / "plain_rope.py").write_text(
-        "from impl.rope_triton import _apply_rope_torch\n\n\ndef rope(values, angles, *, inverse=False):\n"
-        "    return _apply_rope_torch(values, angles, inverse)\n"
+        "from dsv41_rope.kernel import apply_rope_eager\n\n\ndef rope(values, angles, *, inverse=False):\n"
+        "    return apply_rope_eager(values, angles, inverse)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(backend, "interpreter_cast_problems", lambda: {"bf16": "casts wrongly"})
     assert not load("plain_rope:rope").runs_triton_kernels
     assert interpreter_caveat(load("plain_rope:rope"), "bf16") is None
-    assert interpreter_caveat(load("impl.rope_triton"), "bf16") is None, "the project's kernel casts exactly"
+    assert interpreter_caveat(load("dsv41_rope.kernel"), "bf16") is None, "the project's kernel casts exactly"
 
 
 def test_the_verdict_counts_the_failed_tests_the_interpreter_may_explain() -> None:

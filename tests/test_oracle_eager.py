@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from oracle import truth, ulp
-from oracle.eager import apply_rope, apply_rope_backward, complex_multiply
-from oracle.rounding import INTEGER_VIEW, SUPPORTED_DTYPES, bits, unsigned_bits, widen_to_float32
+from dsv41_rope.oracle import truth, ulp
+from dsv41_rope.oracle.eager import apply_rope, apply_rope_backward, complex_multiply
+from dsv41_rope.oracle.rounding import INTEGER_VIEW, SUPPORTED_DTYPES, bits, unsigned_bits, widen_to_float32
 
 CANONICAL_NAN = {torch.bfloat16: 0x7FFF, torch.float16: 0x7FFF, torch.float32: 0x7FFFFFFF}
 SIGN_BIT = {torch.bfloat16: 0x8000, torch.float16: 0x8000, torch.float32: 0x80000000}

@@ -6,7 +6,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from oracle.fma import FLOAT32_CANONICAL_NAN_BITS, fma32, multiply32
+from dsv41_rope.oracle.fma import FLOAT32_CANONICAL_NAN_BITS, fma32, multiply32
 
 SEED = 20260412
 FLOAT32_MAX_FINITE_BITS = 0x7F7FFFFF

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from oracle.rounding import CANONICAL_NAN_BITS, SUPPORTED_DTYPES, bits, round_to_dtype, widen_to_float32
+from dsv41_rope.oracle.rounding import CANONICAL_NAN_BITS, SUPPORTED_DTYPES, bits, round_to_dtype, widen_to_float32
 
 NARROW_DTYPES = [torch.bfloat16, torch.float16]
 

@@ -1,4 +1,5 @@
-"""The float64 truth against mpmath, on random and adversarial samples, with the bound proved in oracle.truth."""
+"""The float64 truth against mpmath, on random and adversarial samples, with the bound proved in
+dsv41_rope.oracle.truth."""
 
 import math
 
@@ -7,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from oracle.rounding import SUPPORTED_DTYPES, widen_to_float32
-from oracle.truth import NORMWISE_BOUND_ULPS, apply_rope, apply_rope_mpmath, certify
+from dsv41_rope.oracle.rounding import SUPPORTED_DTYPES, widen_to_float32
+from dsv41_rope.oracle.truth import NORMWISE_BOUND_ULPS, apply_rope, apply_rope_mpmath, certify
 
 SAMPLES = 1500
 ANGLE_LIMIT = 1.0e7

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from oracle import ulp
-from oracle.rounding import INTEGER_VIEW, SUPPORTED_DTYPES
-from oracle.ulp import (
+from dsv41_rope.oracle import ulp
+from dsv41_rope.oracle.rounding import INTEGER_VIEW, SUPPORTED_DTYPES
+from dsv41_rope.oracle.ulp import (
     HISTOGRAM_EDGES,
     INFINITE_DISTANCE,
     compare_bits,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import provenance
+from dsv41_rope.harness import provenance
 
 
 def test_kernel_source_is_the_imported_modules_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,11 +42,25 @@ def test_no_kernel_source_gives_no_digest(tmp_path: Path) -> None:
     assert provenance.kernel_sha256(tmp_path / "missing.py") is None
 
 
-def test_default_kernel_is_the_repository_kernel() -> None:
-    kernel = Path(__file__).resolve().parents[1] / "impl" / "rope_triton.py"
+def test_a_package_kernel_is_its_folder_hashed_file_by_file(tmp_path: Path) -> None:
+    package = tmp_path / "kernel_package"
+    (package / "__pycache__").mkdir(parents=True)
+    (package / "__init__.py").write_text("from .launch import rotate\n", encoding="utf-8")
+    (package / "launch.py").write_text("def rotate(values, angles):\n    return values\n", encoding="utf-8")
+    (package / "tuning.json").write_text("{}\n", encoding="utf-8")
+    (package / "__pycache__" / "launch.cpython-311.pyc").write_bytes(b"left out")
+    expected = hashlib.sha256()
+    for name in ("__init__.py", "launch.py", "tuning.json"):
+        expected.update(name.encode() + b"\0" + (package / name).read_bytes() + b"\0")
+    assert provenance.kernel_sha256(package) == expected.hexdigest()[:16]
+    assert [path.name for path in provenance.source_files(package)] == ["__init__.py", "launch.py", "tuning.json"]
+
+
+def test_default_kernel_is_the_repository_kernel_package() -> None:
+    kernel = Path(__file__).resolve().parents[1] / "dsv41_rope" / "kernel"
     assert provenance.kernel_source() == kernel
     metadata = provenance.run_metadata("pytest -k bf16")
-    assert metadata["kernel_sha256"] == hashlib.sha256(kernel.read_bytes()).hexdigest()[:16]
+    assert metadata["kernel_sha256"] == provenance.kernel_sha256(kernel)
     assert metadata["command"] == "pytest -k bf16"
     for key in ("created", "hostname", "platform", "python", "torch", "triton", "cuda", "gpu", "git_commit"):
         assert key in metadata

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from conformance import merge
-from conformance.provenance import kernel_sha256
-from conformance.report import (
+from dsv41_rope.harness.provenance import kernel_sha256
+from dsv41_rope.report import (
     FROM_TESTS,
     IMPLEMENTATION,
     CaseRecord,
     Report,
     ReportError,
+    merge_cli,
     merge_reports,
     portable_nodeid,
     render_markdown,
@@ -24,18 +24,18 @@ from conformance.report import (
 
 pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[1]
-PROJECT = {"function": "impl.rope_triton:apply_rope_triton", "sha256": "258de3f026818b87", "claims": "compile"}
+PROJECT = {"function": "dsv41_rope.kernel:apply_rope_triton", "sha256": "258de3f026818b87", "claims": "compile"}
 VENDORED = {"function": "vendored_rope:apply_rope_triton", "sha256": "258de3f026818b87", "claims": "none"}
 
 
-def report(implementation: dict | None, nodeid: str = "conformance/test_forward_bits.py::test[a]") -> Report:
+def report(implementation: dict | None, nodeid: str = "dsv41_rope/conformance/test_forward_bits.py::test[a]") -> Report:
     record = CaseRecord(nodeid, "fused-vs-oracle", "a", "passed", "bf16", "interpreter", "cpu", 16, 0)
     added = {FROM_TESTS: {IMPLEMENTATION: implementation}} if implementation is not None else {}
     return Report(cases={record.key: record}, metadata=added)
 
 
 def test_reports_of_one_implementation_merge_and_keep_its_name() -> None:
-    other_case = report(PROJECT, "conformance/test_forward_bits.py::test[b]")
+    other_case = report(PROJECT, "dsv41_rope/conformance/test_forward_bits.py::test[b]")
     merged = merge_reports([report(PROJECT), other_case, report(None)])
     assert len(merged.cases) == 2
     assert merged.metadata[FROM_TESTS][IMPLEMENTATION] == PROJECT
@@ -46,7 +46,7 @@ def test_reports_of_different_implementations_do_not_merge() -> None:
         merge_reports([report(PROJECT), report(VENDORED), report(PROJECT)], sources=["a.json", "b.json", "c.json"])
     message = str(raised.value)
     assert "2 different implementations" in message
-    assert "impl.rope_triton:apply_rope_triton (sha256 258de3f026818b87): a.json, c.json" in message
+    assert "dsv41_rope.kernel:apply_rope_triton (sha256 258de3f026818b87): a.json, c.json" in message
     assert "vendored_rope:apply_rope_triton (sha256 258de3f026818b87): b.json" in message
 
 
@@ -58,7 +58,7 @@ def test_another_source_of_the_same_module_is_another_implementation() -> None:
 
 def test_the_shard_merger_refuses_them_with_exit_status_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     shards = [report(PROJECT).write_json(tmp_path / "a.json"), report(VENDORED).write_json(tmp_path / "b.json")]
-    assert merge.main([str(tmp_path / "out"), *map(str, shards)]) == 2
+    assert merge_cli.main([str(tmp_path / "out"), *map(str, shards)]) == 2
     assert "merge each implementation's reports apart" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -79,12 +79,15 @@ def _package(root: Path, *parts: str) -> Path:
 
 
 def test_node_ids_of_an_installed_suite_are_the_checkouts(tmp_path: Path) -> None:
-    site = _package(tmp_path / "venv" / "site-packages", "conformance")
+    site = _package(tmp_path / "venv" / "site-packages", "dsv41_rope", "conformance")
     installed = site / "test_forward_bits.py"
-    # pytest names an installed test by the path from the folder it was pointed at (--pyargs conformance).
-    assert portable_nodeid("test_forward_bits.py::test[a]", installed) == "conformance/test_forward_bits.py::test[a]"
-    checkout = _package(tmp_path / "checkout", "conformance") / "test_forward_bits.py"
-    nodeid = "conformance/test_forward_bits.py::test[a]"
+    # pytest names an installed test by the path from the folder it was pointed at (--pyargs dsv41_rope.conformance).
+    assert (
+        portable_nodeid("test_forward_bits.py::test[a]", installed)
+        == "dsv41_rope/conformance/test_forward_bits.py::test[a]"
+    )
+    checkout = _package(tmp_path / "checkout", "dsv41_rope", "conformance") / "test_forward_bits.py"
+    nodeid = "dsv41_rope/conformance/test_forward_bits.py::test[a]"
     assert portable_nodeid(nodeid, checkout) == nodeid
     nested = _package(tmp_path / "deep", "suite", "sub") / "test_x.py"
     assert portable_nodeid("test_x.py::test", nested) == "suite/sub/test_x.py::test"
@@ -100,8 +103,8 @@ def test_a_test_outside_a_package_keeps_its_node_id(tmp_path: Path) -> None:
 JUDGING_TESTS = """
 import pytest
 
-from conformance.plugin import add_run_metadata
-from conformance.report import IMPLEMENTATION
+from dsv41_rope.report.pytest_hooks import add_run_metadata
+from dsv41_rope.report import IMPLEMENTATION
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -122,6 +125,6 @@ def test_the_run_table_names_the_judged_implementations_source_digest(report_pro
     metadata = json.loads((report_project.path / "out" / "ulp-drift.json").read_text(encoding="utf-8"))["metadata"]
     judged = kernel_sha256(report_project.path / "their_rope.py")
     assert metadata["kernel_sha256"] == judged
-    assert metadata["reference_sha256"] == kernel_sha256(REPO / "impl" / "rope_triton.py")
+    assert metadata["reference_sha256"] == kernel_sha256(REPO / "dsv41_rope" / "kernel")
     run_table = (report_project.path / "out" / "ulp-drift.md").read_text(encoding="utf-8").split("### Run")[1]
     assert f"| kernel_sha256 | `{judged}` |" in run_table

@@ -1,5 +1,5 @@
-"""Run-level metadata that tests add (`conformance.plugin.add_run_metadata`): across xdist, into JSON and Markdown,
-through the shard merger, and the merge rule itself."""
+"""Run-level metadata that tests add (`dsv41_rope.report.pytest_hooks.add_run_metadata`): across xdist, into JSON and
+Markdown, through the shard merger, and the merge rule itself."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance import merge
-from conformance.plugin import add_run_metadata
-from conformance.report import FROM_TESTS, CaseRecord, Report, merge_added, merge_values
+from dsv41_rope.report import FROM_TESTS, CaseRecord, Report, merge_added, merge_cli, merge_values
+from dsv41_rope.report.pytest_hooks import add_run_metadata
 
 pytest_plugins = ["pytester"]
 
@@ -20,14 +19,14 @@ import os
 
 import pytest
 
-from conformance.plugin import add_run_metadata
+from dsv41_rope.report.pytest_hooks import add_run_metadata
 
 
 @pytest.fixture(scope="session", autouse=True)
 def calibrated(request):
     worker = getattr(request.config, "workerinput", {}).get("workerid", "serial")
     add_run_metadata(request.config, "contraction variant", {f"{worker} (fake device)": "first/first; in kernel"})
-    add_run_metadata(request.config, "implementation", "impl.rope_triton")
+    add_run_metadata(request.config, "implementation", "dsv41_rope.kernel")
     add_run_metadata(request.config, "worker", worker)
 
 
@@ -46,7 +45,7 @@ def test_two(ulp_drift):
 
 METADATA_OF_TWO_WORKERS = {
     "contraction variant": {f"gw{i} (fake device)": "first/first; in kernel" for i in range(2)},
-    "implementation": "impl.rope_triton",
+    "implementation": "dsv41_rope.kernel",
     "worker": ["gw0", "gw1"],
 }
 
@@ -64,7 +63,7 @@ def test_run_metadata_crosses_xdist_into_json_and_markdown(report_project: pytes
     assert metadata[FROM_TESTS] == METADATA_OF_TWO_WORKERS
     assert "kernel_sha256" in metadata and metadata["xdist_workers"] == ["gw0", "gw1"]
     header = markdown_header(report_project.path / "out")
-    assert "\nimplementation: impl.rope_triton\n" in header
+    assert "\nimplementation: dsv41_rope.kernel\n" in header
     assert "\nworker: gw0, gw1\n" in header
     assert "| contraction variant | value |" in header
     assert "| gw0 (fake device) | first/first; in kernel |" in header
@@ -74,7 +73,7 @@ def test_run_metadata_crosses_xdist_into_json_and_markdown(report_project: pytes
     serial = json.loads((report_project.path / "serial" / "ulp-drift.json").read_text(encoding="utf-8"))["metadata"]
     assert serial[FROM_TESTS] == {
         "contraction variant": {"serial (fake device)": "first/first; in kernel"},
-        "implementation": "impl.rope_triton",
+        "implementation": "dsv41_rope.kernel",
         "worker": "serial",
     }
 
@@ -90,7 +89,7 @@ def test_run_metadata_of_a_worker_that_dies_is_kept(report_project: pytest.Pytes
 
 
 def test_add_run_metadata_checks_its_arguments(pytester: pytest.Pytester) -> None:
-    config = pytester.parseconfigure("-p", "conformance.plugin")
+    config = pytester.parseconfigure("-p", "dsv41_rope.report.pytest_hooks")
     with pytest.raises(ValueError, match="non-empty string key"):
         add_run_metadata(config, "", "first/first")
     with pytest.raises(TypeError, match="cannot store a object"):
@@ -98,7 +97,7 @@ def test_add_run_metadata_checks_its_arguments(pytester: pytest.Pytester) -> Non
     with pytest.raises(TypeError, match="a set is not"):
         add_run_metadata(config, "devices", {"cuda:0"})
     # An installed suite's entry point loads the plugin in every session; blocked, it is not active.
-    without_plugin = pytester.parseconfigure("-p", "no:conformance.pytest_plugin")
+    without_plugin = pytester.parseconfigure("-p", "no:dsv41_rope.pytest_plugin")
     with pytest.raises(RuntimeError, match="plugin is not active"):
         add_run_metadata(without_plugin, "variant", "first/first")
 
@@ -139,7 +138,7 @@ def test_merge_combines_the_metadata_shards_added(tmp_path: Path, capsys: pytest
         shard("c", {"runner": ["a", "c"]}),
         shard("d", {}),
     ]
-    assert merge.main([str(tmp_path / "merged"), *shards]) == 0
+    assert merge_cli.main([str(tmp_path / "merged"), *shards]) == 0
     capsys.readouterr()
     merged = json.loads((tmp_path / "merged" / "ulp-drift.json").read_text(encoding="utf-8"))["metadata"]
     assert merged[FROM_TESTS] == {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.report import (
+from dsv41_rope.report import (
     PNG_NAME,
     CaseRecord,
     Report,

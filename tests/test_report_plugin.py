@@ -1,6 +1,8 @@
-"""Tests of the ulp-drift report through the pytest plugin (pytester runs) and the shard merger's command line.
+"""The ulp-drift report through the pytest plugin (pytester runs): the files and terminal section a run writes, test
+outcomes and failures, xdist workers (finished, dead, interrupted), and the shard merger's command line.
 
-The metadata tests add is tested in test_report_metadata.py; the report package's functions in test_report_package.py.
+The baseline gate is tested in test_report_baseline_gate.py, over the fake conformance tests defined here; the
+metadata tests add in test_report_metadata.py; the report package's functions in test_report_package.py.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import merge
-from conformance.report import PNG_NAME, SCHEMA
+from dsv41_rope.report import PNG_NAME, SCHEMA, merge_cli
 
 pytest_plugins = ["pytester"]
 
@@ -230,112 +231,6 @@ def test_a_test_that_failed_without_recording_makes_the_verdict_fail(project: py
     )
 
 
-def test_baseline_round_trip_passes(project: pytest.Pytester) -> None:
-    saved = project.runpytest("--ulp-save-baseline", "base.json")
-    assert saved.ret == pytest.ExitCode.OK
-    assert set(load_cases(project.path / "base.json")) == ALL_KEYS
-    result = project.runpytest("--ulp-baseline", "base.json", "--ulp-baseline-strict")
-    assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["ulp-drift verdict: PASS*; baseline base.json: 0 regressed, 0 new, 0 missing"])
-
-
-@pytest.mark.parametrize(
-    ("drift", "key", "change"),
-    [
-        ({"mismatches": 3}, f"{FORWARD_BF16}::fused-vs-eager", "bit mismatches 0 -> 3"),
-        ({"max_ulp": 1.5}, f"{FORWARD_BF16}::fused-vs-truth", "max elementwise ulp 0.5 -> 1.5"),
-        ({"norm_ulp": 0.75}, f"{FORWARD_BF16}::fused-vs-truth", "max norm-wise ulp 0.25 -> 0.75"),
-        ({"fraction": 0.75}, f"{FORWARD_BF16}::fused-vs-truth", "elementwise correctly-rounded fraction 0.875 -> 0.75"),
-        ({"max_distance": 2}, f"{FORWARD_BF16}::fused-vs-truth", "max bit distance 1 -> 2"),
-        ({"nan": 2}, "test_fake.py::test_backward::backward-vs-eager", "NaN-bit differences 1 -> 2"),
-        ({"sz": 5}, "test_fake.py::test_backward::backward-vs-eager", "signed-zero differences 4 -> 5"),
-    ],
-    ids=["mismatches", "max-ulp", "norm-ulp", "cr-fraction", "bit-distance", "nan-bits", "signed-zero"],
-)
-def test_planted_regression_fails(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, drift: dict, key: str, change: str
-) -> None:
-    assert project.runpytest("--ulp-save-baseline", "base.json").ret == pytest.ExitCode.OK
-    monkeypatch.setenv("FAKE_ULP_DRIFT", json.dumps(drift))
-    result = project.runpytest("--ulp-baseline", "base.json", "--ulp-report", "out")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(
-        [
-            f"REGRESSION {key}",
-            f"*{change}*",
-            "ulp-drift verdict: FAIL*; baseline base.json: 1 regressed, 0 new, 0 missing",
-        ]
-    )
-    assert "passed" in result.stdout.lines[-1] and "failed" not in result.stdout.lines[-1]
-    assert "Traceback" not in result.stdout.str()
-    markdown = (project.path / "out" / "ulp-drift.md").read_text(encoding="utf-8")
-    assert f"| regression | `{key}` | {change} |" in markdown
-
-
-def test_improvement_and_tolerance_pass(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert project.runpytest("--ulp-save-baseline", "base.json").ret == pytest.ExitCode.OK
-    monkeypatch.setenv("FAKE_ULP_DRIFT", json.dumps({"max_ulp": 0.25, "fraction": 0.9}))
-    assert project.runpytest("--ulp-baseline", "base.json").ret == pytest.ExitCode.OK
-    monkeypatch.setenv("FAKE_ULP_DRIFT", json.dumps({"max_ulp": 1.0}))
-    assert project.runpytest("--ulp-baseline", "base.json").ret == pytest.ExitCode.TESTS_FAILED
-    assert project.runpytest("--ulp-baseline", "base.json", "--ulp-tolerance", "0.5").ret == pytest.ExitCode.OK
-
-
-def test_missing_and_new_cases(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert project.runpytest("-k", "forward", "--ulp-save-baseline", "base.json").ret == pytest.ExitCode.OK
-    monkeypatch.setenv("FAKE_ULP_DRIFT", json.dumps({"silent": True}))  # the bfloat16 test records no fused-vs-eager
-    result = project.runpytest("--ulp-baseline", "base.json")
-    assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(
-        [
-            f"MISSING    {FORWARD_BF16}::fused-vs-eager",
-            "NEW        test_fake.py::test_backward::backward-vs-eager",
-            "missing cases are not a failure; --ulp-baseline-strict makes them one",
-            "ulp-drift verdict: PASS*; baseline base.json: 0 regressed, 1 new, 1 missing",
-        ]
-    )
-    strict = project.runpytest("--ulp-baseline", "base.json", "--ulp-baseline-strict")
-    assert strict.ret == pytest.ExitCode.TESTS_FAILED
-    strict.stdout.fnmatch_lines(
-        ["ulp-drift verdict: FAIL*; baseline base.json: 0 regressed, 1 new, 1 missing (strict: a failure)"]
-    )
-
-
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_a_selection_is_gated_on_the_baseline_cases_of_its_own_tests(project: pytest.Pytester, workers) -> None:
-    assert project.runpytest("--ulp-save-baseline", "base.json").ret == pytest.ExitCode.OK
-    selected = project.runpytest(
-        *workers, "-k", "backward or float32", "--ulp-baseline", "base.json", "--ulp-baseline-strict"
-    )
-    assert selected.ret == pytest.ExitCode.OK
-    selected.stdout.fnmatch_lines(
-        [
-            "2 baseline cases belong to tests this run did not select: not gated",
-            "ulp-drift verdict: PASS*; baseline base.json: 0 regressed, 0 new, 0 missing, 2 outside the selection",
-        ]
-    )
-    assert "MISSING" not in selected.stdout.str()
-
-
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_the_baseline_cases_of_a_test_that_skipped_are_not_missing(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers
-) -> None:
-    """A test that does not apply to this run (the project kernel's internals while another implementation is judged)
-    skips: its baseline cases are counted apart, not reported missing, even under strict gating."""
-    assert project.runpytest("--ulp-save-baseline", "base.json").ret == pytest.ExitCode.OK
-    monkeypatch.setenv("FAKE_ULP_DRIFT", json.dumps({"skip_backward": True}))
-    result = project.runpytest(*workers, "--ulp-baseline", "base.json", "--ulp-baseline-strict")
-    assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(
-        [
-            "1 baseline cases belong to tests that skipped in this run (-rs says why): not gated",
-            "ulp-drift verdict: PASS*; baseline base.json: 0 regressed, 0 new, 0 missing, 1 of skipped tests",
-        ]
-    )
-    assert "MISSING" not in result.stdout.str()
-
-
 def test_exit_status_without_tests_is_unchanged(project: pytest.Pytester) -> None:
     (project.path / "test_fake.py").unlink()
     assert project.runpytest().ret == pytest.ExitCode.NO_TESTS_COLLECTED
@@ -351,12 +246,6 @@ def test_a_collect_only_run_is_not_an_interrupted_one(project: pytest.Pytester) 
     result = project.runpytest("--co", "--ulp-baseline-strict", "--ulp-report", "out")
     assert result.ret == pytest.ExitCode.OK
     assert "ulp-drift verdict" not in result.stdout.str() and not (project.path / "out").exists()
-
-
-def test_unreadable_baseline_is_a_usage_error(project: pytest.Pytester) -> None:
-    result = project.runpytest("--ulp-baseline", "nowhere.json")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--ulp-baseline: *nowhere.json*"])
 
 
 def test_github_step_summary_appended(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -384,7 +273,9 @@ def test_junitxml_keeps_working(project: pytest.Pytester) -> None:
 def test_histogram_edges_taken_from_the_imported_oracle(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "oracle.ulp", types.SimpleNamespace(HISTOGRAM_EDGES=(0.0, 1.0, 3.0, 7.0, 15.0)))
+    monkeypatch.setitem(
+        sys.modules, "dsv41_rope.oracle.ulp", types.SimpleNamespace(HISTOGRAM_EDGES=(0.0, 1.0, 3.0, 7.0, 15.0))
+    )
     monkeypatch.setenv("FAKE_ULP_DRIFT", json.dumps({"edges": False}))
     assert project.runpytest("--ulp-report", "out").ret == pytest.ExitCode.OK
     data = json.loads((project.path / "out" / "ulp-drift.json").read_text(encoding="utf-8"))
@@ -448,7 +339,7 @@ def test_merge_two_shards(project: pytest.Pytester, capsys: pytest.CaptureFixtur
     shards = [str(project.path / name / "ulp-drift.json") for name in ("shard1", "shard2")]
     out = project.path / "merged"
     capsys.readouterr()
-    assert merge.main([str(out), *shards]) == 0
+    assert merge_cli.main([str(out), *shards]) == 0
     assert load_cases(out / "ulp-drift.json") == load_cases(project.path / "full" / "ulp-drift.json")
     assert_plot(out, plotting)
     merged = json.loads((out / "ulp-drift.json").read_text(encoding="utf-8"))
@@ -460,16 +351,16 @@ def test_merge_two_shards(project: pytest.Pytester, capsys: pytest.CaptureFixtur
     changed["cases"][f"{FORWARD_BF16}::fused-vs-eager"]["mismatches"] = 7
     rerun = project.path / "rerun.json"
     rerun.write_text(json.dumps(changed), encoding="utf-8")
-    assert merge.main([str(out), *shards, str(rerun)]) == 2
+    assert merge_cli.main([str(out), *shards, str(rerun)]) == 2
     assert f"{FORWARD_BF16}::fused-vs-eager" in capsys.readouterr().err
-    assert merge.main([str(out), *shards, shards[0]]) == 0  # identical duplicates merge quietly
-    assert merge.main([str(out), *shards, str(rerun), "--prefer-last"]) == 0
+    assert merge_cli.main([str(out), *shards, shards[0]]) == 0  # identical duplicates merge quietly
+    assert merge_cli.main([str(out), *shards, str(rerun), "--prefer-last"]) == 0
     assert load_cases(out / "ulp-drift.json")[f"{FORWARD_BF16}::fused-vs-eager"]["mismatches"] == 7
 
     # Gating the merged report on the full run's report as baseline catches the planted mismatches.
     baseline = str(project.path / "full" / "ulp-drift.json")
     capsys.readouterr()
-    assert merge.main([str(out), *shards, str(rerun), "--prefer-last", "--baseline", baseline]) == 1
+    assert merge_cli.main([str(out), *shards, str(rerun), "--prefer-last", "--baseline", baseline]) == 1
     output = capsys.readouterr().out
     assert f"REGRESSION {FORWARD_BF16}::fused-vs-eager" in output and "bit mismatches 0 -> 7" in output
 
@@ -477,7 +368,7 @@ def test_merge_two_shards(project: pytest.Pytester, capsys: pytest.CaptureFixtur
 def test_merge_runs_as_a_module(project: pytest.Pytester) -> None:
     assert project.runpytest("--ulp-report", "shard").ret == pytest.ExitCode.OK
     done = subprocess.run(
-        [sys.executable, "-m", "conformance.merge", "merged", "shard/ulp-drift.json"],
+        [sys.executable, "-m", "dsv41_rope.report", "merged", "shard/ulp-drift.json"],
         cwd=project.path,
         capture_output=True,
         text=True,

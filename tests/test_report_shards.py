@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import merge
-from conformance.report import COMPLETENESS, SELECTION, SHARD, Report, digest
+from dsv41_rope.report import COMPLETENESS, SELECTION, SHARD, Report, digest, merge_cli
 
 pytest_plugins = ["pytester"]
 
@@ -113,7 +112,9 @@ def test_merge_of_every_shard_is_the_whole_run(split_project: pytest.Pytester, c
     assert split_project.runpytest("--ulp-report", "whole").ret == pytest.ExitCode.OK
     shards = run_shards(split_project, 3)
     capsys.readouterr()
-    assert merge.main([str(split_project.path / "merged"), *shards, "--expect-splits", "3"]) == merge.EXIT_MERGED
+    assert (
+        merge_cli.main([str(split_project.path / "merged"), *shards, "--expect-splits", "3"]) == merge_cli.EXIT_MERGED
+    )
     output = capsys.readouterr().out
     merged = json.loads((split_project.path / "merged" / "ulp-drift.json").read_text(encoding="utf-8"))
     whole = json.loads((split_project.path / "whole" / "ulp-drift.json").read_text(encoding="utf-8"))
@@ -128,16 +129,16 @@ def test_merge_names_a_missing_or_repeated_group(split_project: pytest.Pytester,
     sizes = metadata_of(Path(shards[0]))[SHARD]["group_tests"]
     out = str(split_project.path / "merged")
     capsys.readouterr()
-    assert merge.main([out, shards[0], shards[2]]) == merge.EXIT_INCOMPLETE
+    assert merge_cli.main([out, shards[0], shards[2]]) == merge_cli.EXIT_INCOMPLETE
     output = capsys.readouterr().out
     assert f"cpu: group 2 of 3 missing: it should have held {sizes[1]} tests" in output
     assert "ulp-drift verdict: INCOMPLETE" in output
     markdown = (split_project.path / "merged" / "ulp-drift.md").read_text(encoding="utf-8")
     assert "Completeness: **incomplete**." in markdown and "group 2 of 3 missing" in markdown
 
-    assert merge.main([out, *shards, shards[0]]) == merge.EXIT_INCOMPLETE
+    assert merge_cli.main([out, *shards, shards[0]]) == merge_cli.EXIT_INCOMPLETE
     assert f"cpu: group 1 of 3 given 2 times: {shards[0]}, {shards[0]}" in capsys.readouterr().out
-    assert merge.main([out, *shards, "--expect-splits", "4"]) == merge.EXIT_INCONSISTENT
+    assert merge_cli.main([out, *shards, "--expect-splits", "4"]) == merge_cli.EXIT_INCONSISTENT
     assert "cpu: 4 shards expected, the reports were split into 3 groups" in capsys.readouterr().out
 
 
@@ -150,7 +151,7 @@ def test_merge_of_a_run_whose_worker_died_is_incomplete(
     crashed = str(split_project.path / "crashed" / "ulp-drift.json")
     assert metadata_of(Path(crashed))["workers_without_data"]
     capsys.readouterr()
-    assert merge.main([str(split_project.path / "merged"), crashed]) == merge.EXIT_INCOMPLETE
+    assert merge_cli.main([str(split_project.path / "merged"), crashed]) == merge_cli.EXIT_INCOMPLETE
     output = capsys.readouterr().out
     assert f"{crashed} (cpu): " in output and "no data from xdist workers gw" in output
     assert "ulp-drift verdict: INCOMPLETE" in output
@@ -171,7 +172,7 @@ def edited(path: str, target: Path, **metadata: object) -> str:
         ("torch", None, "2.99.0", "shards differ in torch (cpu)"),
         (
             "from_tests",
-            {"implementation": "impl.rope_triton"},
+            {"implementation": "dsv41_rope.kernel"},
             {"implementation": "other_rope:apply"},
             "implementation",
         ),
@@ -193,7 +194,7 @@ def test_merge_refuses_shards_of_different_runs(
     assert metadata_of(Path(shards[0]))[field] not in (None, second)
     shards[1] = edited(shards[1], split_project.path / "b.json", **{field: second})
     capsys.readouterr()
-    assert merge.main([str(split_project.path / "merged"), *shards]) == merge.EXIT_INCONSISTENT
+    assert merge_cli.main([str(split_project.path / "merged"), *shards]) == merge_cli.EXIT_INCONSISTENT
     output = capsys.readouterr().out
     assert message in output and "shards: inconsistent" in output
 
@@ -209,7 +210,9 @@ def test_devices_merge_apart_each_complete_on_its_own(
     ]
     out = split_project.path / "merged"
     capsys.readouterr()
-    assert merge.main([str(out), *h200, *b200]) == merge.EXIT_MERGED  # another torch on another device is no mix
+    assert (
+        merge_cli.main([str(out), *h200, *b200]) == merge_cli.EXIT_MERGED
+    )  # another torch on another device is no mix
     merged = Report.load(out / "ulp-drift.json")
     assert len(merged.cases) == 24
     assert {record.device_name for record in merged.cases.values()} == {"NVIDIA B200", "NVIDIA H200"}
@@ -220,7 +223,7 @@ def test_devices_merge_apart_each_complete_on_its_own(
     assert "| NVIDIA H200 | float32 | triton | fused-vs-eager | 12 |" in markdown
 
     # Each device's run must be whole on its own: B200's second group is missing.
-    assert merge.main([str(out), *h200, b200[0]]) == merge.EXIT_INCOMPLETE
+    assert merge_cli.main([str(out), *h200, b200[0]]) == merge_cli.EXIT_INCOMPLETE
     assert "NVIDIA B200: group 2 of 2 missing" in capsys.readouterr().out
 
 
@@ -237,7 +240,7 @@ def test_a_single_device_baseline_gates_every_device(
     b200_path = str(b200.write_json(split_project.path / "b200.json"))
     capsys.readouterr()
     baseline = ["--baseline", str(split_project.path / "base.json"), "--baseline-strict"]
-    assert merge.main([str(split_project.path / "merged"), h200, b200_path, *baseline]) == merge.EXIT_REGRESSION
+    assert merge_cli.main([str(split_project.path / "merged"), h200, b200_path, *baseline]) == merge_cli.EXIT_REGRESSION
     output = capsys.readouterr().out
     assert "REGRESSION [NVIDIA B200] test_split.py::test_case[3]::fused-vs-eager" in output
     assert "baseline " in output and "1 regressed, 0 new, 0 missing" in output
@@ -249,7 +252,7 @@ def test_a_shard_that_does_not_run_its_recorded_group_stops(split_project: pytes
         """
         import pytest
 
-        pytest_plugins = ["conformance.plugin"]
+        pytest_plugins = ["dsv41_rope.report.pytest_hooks"]
 
 
         @pytest.hookimpl(hookwrapper=True)

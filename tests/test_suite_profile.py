@@ -1,5 +1,5 @@
-"""``scripts/suite_profile.py`` reads a profiled run back: per test function its seconds, and the run's phases outside
-its tests (start-up before the first test, the end after the last), from the files its plugin writes."""
+"""``tools.suite_profile`` reads a profiled run back: per test function its seconds, and the run's phases outside its
+tests (start-up before the first test, the end after the last), from the files its plugin writes."""
 
 from __future__ import annotations
 
@@ -9,20 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tools.suite_profile import main, summarize
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _summary(directory: Path) -> str:
-    # Run as the session step runs it (tests do not import scripts).
-    result = subprocess.run(
-        [sys.executable, "-m", "scripts.suite_profile", str(directory)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
 
 
 def test_phases_are_measured_from_the_controllers_start(tmp_path: Path) -> None:
@@ -34,7 +25,7 @@ def test_phases_are_measured_from_the_controllers_start(tmp_path: Path) -> None:
         moments = {"configure": start + configured, "first_test": start + first, "last_test_end": start + last}
         (tmp_path / f"phases-{worker}.json").write_text(json.dumps(moments))
         (tmp_path / f"profile-{worker}.jsonl").write_text(json.dumps({"test": "t.py::test_a", "seconds": 2.0}) + "\n")
-    summary = _summary(tmp_path)
+    summary = summarize(tmp_path)
     assert "2 tests on 2 workers" in summary
     assert (
         "phases (s from the controller's start): workers configured 9.5-12.4, first tests 13.0-13.6, last test ends"
@@ -60,12 +51,12 @@ def test_phases_count_from_the_plugins_load_where_recorded(tmp_path: Path) -> No
         "phases (s from the controller's start): controller configured 4.9, workers started 5.2-5.6, workers"
         " configured 14.4-17.3, first tests 18.0-18.0, last test ends 44.0, controller's session finish 45.0, its"
         " end 48.0"
-    ) in _summary(tmp_path)
+    ) in summarize(tmp_path)
 
 
 def test_a_run_without_phases_says_so(tmp_path: Path) -> None:
     (tmp_path / "profile-gw0.jsonl").write_text(json.dumps({"test": "t.py::test_a", "seconds": 1.0}) + "\n")
-    assert "phases: not recorded" in _summary(tmp_path)
+    assert "phases: not recorded" in summarize(tmp_path)
 
 
 def test_the_workers_shutdown_is_timed_apart_from_the_report(tmp_path: Path) -> None:
@@ -76,14 +67,14 @@ def test_the_workers_shutdown_is_timed_apart_from_the_report(tmp_path: Path) -> 
     moments = {"configure": start + 9.5, "first_test": start + 13.0, "last_test_end": start + 39.9}
     (tmp_path / "phases-gw0.json").write_text(json.dumps(moments))
     (tmp_path / "profile-gw0.jsonl").write_text(json.dumps({"test": "t.py::test_a", "seconds": 2.0}) + "\n")
-    assert "controller's session finish 40.0, workers' shutdown 40.5-43.8, its end 44.0" in _summary(tmp_path)
+    assert "controller's session finish 40.0, workers' shutdown 40.5-43.8, its end 44.0" in summarize(tmp_path)
 
 
 def test_a_profiled_xdist_run_records_when_its_workers_were_shut_down(tmp_path: Path) -> None:
     (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
     profile = tmp_path / "profile"
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "scripts.suite_profile", "-p", "no:cacheprovider"]
+        [sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "tools.suite_profile", "-p", "no:cacheprovider"]
         + ["--rootdir", str(tmp_path), "-c", "/dev/null", str(tmp_path / "test_one.py")],
         cwd=ROOT,
         # Without this run's own xdist variables (PYTEST_XDIST_WORKER would name the new controller a worker).
@@ -96,3 +87,10 @@ def test_a_profiled_xdist_run_records_when_its_workers_were_shut_down(tmp_path: 
     assert result.returncode == 0, result.stdout + result.stderr
     main = json.loads((profile / "phases-main.json").read_text())
     assert main["sessionfinish"] <= main["workers_teardown"] <= main["workers_down"] <= main["unconfigure"], main
+
+
+def test_the_command_line_prints_thesummarize(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "profile-gw0.jsonl").write_text(json.dumps({"test": "t.py::test_a[x]", "seconds": 1.5}) + "\n")
+    assert main([str(tmp_path), "--top", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "1 tests on 1 workers" in printed and "slowest 1 tests" in printed and "t.py::test_a[x]" in printed

@@ -1,8 +1,8 @@
 """How the conformance suite hands its tests to pytest-xdist: compile-bound tests first, tests of one kernel
 specialization spread apart, and, on a GPU, one test at a time.
 
-On the H200 the generated-layout shards (each builds a kernel per example) once all went to two workers in chunks of
-consecutive tests, and the run ended 230 s after the other six workers had finished (docs/gpu-runs/README.md).
+Handed out in chunks of consecutive tests, the generated-layout shards (each builds a kernel per example) can all land
+on two workers, which then run them one after another while the others sit idle.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conformance import cases, compile_lock, conftest
+from dsv41_rope.conformance import cases, conftest
+from dsv41_rope.harness import compile_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,8 +36,8 @@ def _collected(*paths: str) -> list[str]:
 
 
 def test_compile_bound_tests_are_collected_first():
-    forward_bits = _collected("conformance/test_forward_bits.py")
-    both = _collected("conformance/test_forward_bits.py", "conformance/test_generated_layouts.py")
+    forward_bits = _collected("dsv41_rope/conformance/test_forward_bits.py")
+    both = _collected("dsv41_rope/conformance/test_forward_bits.py", "dsv41_rope/conformance/test_generated_layouts.py")
     generated = [node for node in both if "test_generated_layouts.py" in node]
     assert generated, "no generated-layout tests collected"
     assert both == generated + forward_bits, (
@@ -49,8 +50,9 @@ def test_tests_launching_one_kernel_specialization_are_spread_apart():
     """In-place tests of one case differ only in direction and values, which one compiled kernel serves: every
     case's first test comes before any case's second, so that xdist's workers start on different kernels."""
     by_id = {case.id: case for case in cases.all_cases()}
-    prefix = "conformance/test_in_place.py::test_in_place_equals_out_of_place["
-    ids = [node.removeprefix(prefix)[:-1] for node in _collected("conformance/test_in_place.py") if prefix in node]
+    in_place = "dsv41_rope/conformance/test_in_place.py"
+    prefix = f"{in_place}::test_in_place_equals_out_of_place["
+    ids = [node.removeprefix(prefix)[:-1] for node in _collected(in_place) if prefix in node]
     assert len(ids) > 100, f"only {len(ids)} in-place tests collected"
     seen: collections.Counter = collections.Counter()
     ranks = []
@@ -66,7 +68,7 @@ def test_tests_launching_one_kernel_specialization_are_spread_apart():
 
 
 class FakeConfig:
-    """A pytest config as `conformance/conftest.py`'s `pytest_configure` sees it in one of xdist's roles: its
+    """A pytest config as `dsv41_rope/conformance/conftest.py`'s `pytest_configure` sees it in one of xdist's roles: its
     controller (hands the tests out), a worker, or a run without xdist (`maxschedchunk` absent: no xdist option)."""
 
     def __init__(self, role: str, maxschedchunk: object = "absent") -> None:

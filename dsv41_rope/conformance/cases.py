@@ -1,0 +1,222 @@
+"""The conformance case matrix: dtype x shape x layout x direction x value regime, and the inputs of each case.
+
+A case's id reads like its specification (``bf16-4d-transposed-inverse-output-inverse-special``) and seeds its
+inputs, so a case sees the same values under any xdist split. Shapes are the DeepSeek V4.1 Flash family (4096 local
+tokens) at full size on a GPU and with short sequences and fewer heads under the CPU interpreter, plus edge shapes
+that are the same everywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import zlib
+
+import torch
+
+from dsv41_rope.oracle.rounding import INTEGER_VIEW
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+MANTISSA_BITS = {torch.bfloat16: 7, torch.float16: 10, torch.float32: 23}
+ROPE_BASE = 10000.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """A values shape ``[B, S, C]`` or ``[B, S, H, C]`` on the GPU and under the interpreter, with its pairs."""
+
+    gpu: tuple[int, ...]
+    cpu: tuple[int, ...]
+    pairs: int
+    layouts: tuple[str, ...] = ("contiguous",)
+
+
+SHAPES = {
+    # DeepSeek V4.1 Flash, 4096 local tokens, 32 rotary pairs.
+    "query": Shape((1, 4096, 64, 512), (1, 12, 4, 512), 32, ("contiguous", "padded-rows", "channel-strided")),
+    "inverse-output": Shape((1, 4096, 64, 512), (1, 12, 4, 512), 32, ("transposed",)),
+    "window-kv": Shape((1, 4096, 512), (1, 24, 512), 32),
+    "compressed-kv": Shape((1, 2048, 512), (1, 12, 512), 32),
+    "index-query": Shape((1, 4096, 32, 128), (1, 12, 8, 128), 32),
+    "index-keys": Shape((1, 1024, 128), (1, 6, 128), 32),
+    # Edge shapes, the same on every backend.
+    "sequence1": Shape((2, 1, 3, 64), (2, 1, 3, 64), 32),
+    "batch3": Shape((3, 7, 2, 96), (3, 7, 2, 96), 16, ("contiguous", "transposed")),
+    "odd-channels": Shape((2, 5, 3, 37), (2, 5, 3, 37), 5, ("contiguous", "padded-rows")),
+    "pairs1": Shape((1, 6, 2, 64), (1, 6, 2, 64), 1),
+    "all-rotary": Shape((1, 6, 2, 64), (1, 6, 2, 64), 32),
+    "channels2": Shape((2, 5, 2), (2, 5, 2), 1),
+}
+REGIMES = ("normal", "large", "tiny", "special", "huge-angles")
+FINITE_REGIMES = ("normal", "large", "tiny", "huge-angles")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One conformance case; ``id`` names every axis."""
+
+    dtype_name: str
+    shape_name: str
+    layout: str
+    inverse: bool
+    regime: str
+    per_batch_angles: bool = False
+    # The interpreter's (CPU) size on every device: for checks that need many kernel compilations, not size.
+    small: bool = False
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype_name]
+
+    @property
+    def shape(self) -> Shape:
+        return SHAPES[self.shape_name]
+
+    @property
+    def id(self) -> str:
+        rank = len(self.shape.cpu)
+        direction = "inverse" if self.inverse else "forward"
+        angles = "-per-batch-angles" if self.per_batch_angles else ""
+        size = "-small" if self.small else ""
+        return f"{self.dtype_name}-{rank}d-{self.layout}-{self.shape_name}{size}-{direction}-{self.regime}{angles}"
+
+    @property
+    def seed(self) -> int:
+        return zlib.crc32(self.id.encode())
+
+    def values_shape(self, device: torch.device) -> tuple[int, ...]:
+        return self.shape.gpu if device.type == "cuda" and not self.small else self.shape.cpu
+
+
+def all_cases(regimes: tuple[str, ...] = REGIMES) -> list[Case]:
+    """Every dtype x shape x layout x direction x regime, plus per-batch angles where the batch is above one."""
+    cases = []
+    for dtype_name, (shape_name, shape), inverse, regime in itertools.product(
+        DTYPES, SHAPES.items(), (False, True), regimes
+    ):
+        for layout in shape.layouts:
+            cases.append(Case(dtype_name, shape_name, layout, inverse, regime))
+            if shape.cpu[0] > 1:
+                cases.append(Case(dtype_name, shape_name, layout, inverse, regime, per_batch_angles=True))
+    return cases
+
+
+def case_params(regimes: tuple[str, ...] = REGIMES) -> list:
+    """``pytest.param`` objects with readable ids, for ``@pytest.mark.parametrize("case", ...)``."""
+    import pytest
+
+    return [pytest.param(case, id=case.id) for case in all_cases(regimes)]
+
+
+def _generator(device: torch.device, seed: int) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def _layout(storage: torch.Tensor, layout: str, shape: tuple[int, ...]) -> torch.Tensor:
+    """A view of ``shape`` over fresh storage in ``layout`` (the storage is filled afterwards through the view)."""
+    if layout == "contiguous":
+        return storage
+    if layout == "transposed":  # the attention output: [B, H, S, D] -> [B, S, H, D]
+        batch, sequence, heads, channels = shape
+        return storage.new_empty((batch, heads, sequence, channels)).transpose(1, 2)
+    if layout == "padded-rows":  # rows of a wider buffer: channels contiguous, rows strided
+        return storage.new_empty((*shape[:-1], shape[-1] + 8))[..., : shape[-1]]
+    if layout == "channel-strided":  # every other channel of a buffer twice as wide
+        return storage.new_empty((*shape[:-1], 2 * shape[-1]))[..., ::2]
+    raise ValueError(f"unknown layout {layout!r}")
+
+
+def regime_values(
+    shape: tuple[int, ...], dtype: torch.dtype, regime: str, generator: torch.Generator, device: torch.device
+) -> torch.Tensor:
+    """Contiguous values of ``dtype`` drawn for ``regime``."""
+    info = torch.finfo(dtype)
+    normal = torch.randn(shape, generator=generator, device=device, dtype=torch.float32)
+    if regime in ("normal", "huge-angles"):
+        return normal.to(dtype)
+    if regime == "large":
+        # Up to a quarter of the largest finite value: a rotated pair stays finite (|pair| <= max / 2**1.5).
+        scale = torch.rand(shape, generator=generator, device=device) * 0.75 + 0.25
+        return (normal.sign() * scale * (info.max / 4)).to(dtype)
+    if regime == "tiny":
+        # Subnormals and the smallest normals of the dtype, both signs.
+        smallest = info.smallest_normal
+        magnitude = torch.rand(shape, generator=generator, device=device) * 2 * smallest
+        return (normal.sign() * magnitude).to(dtype)
+    if regime == "special":
+        return _special_values(normal.to(dtype), generator)
+    raise ValueError(f"unknown regime {regime!r}")
+
+
+def _special_values(values: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Mix NaNs (canonical and with payloads, both signs), +-inf, +-0, subnormals and extremes into normal values."""
+    dtype, device = values.dtype, values.device
+    info = torch.finfo(dtype)
+    bits_dtype = INTEGER_VIEW[dtype]
+    width = 16 if bits_dtype == torch.int16 else 32
+    mantissa = MANTISSA_BITS[dtype]
+    exponent_all_ones = ((1 << (width - 1 - mantissa)) - 1) << mantissa
+    payload_nan = exponent_all_ones | 0b101  # a quiet-bit-clear payload: a signalling NaN
+    quiet_nan = exponent_all_ones | (1 << (mantissa - 1)) | 0b11
+    to_signed = lambda b: b - (1 << width) if b >= 1 << (width - 1) else b  # noqa: E731
+    specials_bits = [
+        to_signed(quiet_nan),
+        to_signed(quiet_nan | (1 << (width - 1))),  # negative NaN
+        to_signed(payload_nan),
+        to_signed(exponent_all_ones),  # +inf
+        to_signed(exponent_all_ones | (1 << (width - 1))),  # -inf
+        0,
+        to_signed(1 << (width - 1)),  # -0
+        1,  # smallest subnormal
+        to_signed((1 << (width - 1)) | 3),  # a negative subnormal
+    ]
+    extremes = torch.tensor([info.max, -info.max, info.smallest_normal], dtype=dtype, device=device)
+    specials = torch.cat([torch.tensor(specials_bits, dtype=bits_dtype, device=device).view(dtype), extremes])
+    flat = values.reshape(-1).clone()
+    picks = torch.randint(0, 2 * len(specials), flat.shape, generator=generator, device=device)
+    chosen = picks < len(specials)  # about half of the elements become special
+    flat[chosen] = specials[picks[chosen]]
+    return flat.view(values.shape)
+
+
+def make_values(case: Case, device: torch.device, *, salt: int = 0) -> torch.Tensor:
+    """The case's values (or, with a salt, another tensor of the same regime, e.g. an upstream gradient)."""
+    shape = case.values_shape(device)
+    generator = _generator(device, case.seed + salt)
+    contiguous = regime_values(shape, case.dtype, case.regime, generator, device)
+    view = _layout(contiguous, case.layout, shape)
+    if view is not contiguous:
+        view.copy_(contiguous)
+    return view
+
+
+def make_angles(case: Case, device: torch.device) -> torch.Tensor:
+    """float32 angles ``[1 or B, S, P]``: RoPE angles of the positions, or huge and near-multiple-of-pi/2 ones."""
+    shape = case.values_shape(device)
+    batch = shape[0] if case.per_batch_angles else 1
+    sequence, pairs = shape[1], case.shape.pairs
+    generator = _generator(device, case.seed + 7)
+    if case.regime == "huge-angles":
+        return huge_angles((batch, sequence, pairs), generator, device)
+    positions = torch.arange(sequence, device=device, dtype=torch.float32)
+    offsets = torch.randint(0, 4096, (batch, 1, 1), generator=generator, device=device).float() if batch > 1 else 0
+    return rope_angles(positions[None, :, None] + offsets, pairs)
+
+
+def rope_angles(positions: torch.Tensor, pairs: int) -> torch.Tensor:
+    """RoPE angles ``position * ROPE_BASE ** (-j / pairs)`` in float32, for float32 ``positions`` ``[..., 1]``."""
+    inverse_frequencies = ROPE_BASE ** (-torch.arange(pairs, device=positions.device, dtype=torch.float32) / pairs)
+    return positions * inverse_frequencies
+
+
+def huge_angles(shape: tuple[int, ...], generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    """float32 angles of ``shape``: half up to 1e7 in magnitude, half within 1e-6 of a multiple of pi/2."""
+    huge = (torch.rand(shape, generator=generator, device=device) * 2 - 1) * 1e7
+    quarter_turns = torch.randint(-4000, 4000, shape, generator=generator, device=device)
+    near_axes = (
+        quarter_turns.double() * (math.pi / 2)
+        + (torch.rand(shape, generator=generator, device=device, dtype=torch.float64) * 2 - 1) * 1e-6
+    )
+    pick = torch.rand(shape, generator=generator, device=device) < 0.5
+    return torch.where(pick, huge, near_axes.float())

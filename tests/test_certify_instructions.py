@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dsv41_rope.cli import SMOKE_SELECTION
+
 REPO = Path(__file__).resolve().parents[1]
 # The suites every implementation answers to, each of which the smoke selection must reach.
 EVERY_IMPLEMENTATION = (
@@ -39,6 +41,10 @@ def stated_smoke_size() -> int:
     found = re.findall(r"smoke selection of (\d+) tests", certify_section())
     assert len(found) == 1, f"the section should state the smoke selection's size once, found {found}"
     return int(found[0])
+
+
+def test_the_readme_gives_the_commands_smoke_selection() -> None:
+    assert smoke_selection() == SMOKE_SELECTION, "README.md and dsv41_rope.cli disagree on the smoke selection"
 
 
 def test_the_smoke_selection_is_small_and_reaches_every_property() -> None:

@@ -145,7 +145,7 @@ def test_a_triton_kernels_bf16_failure_under_the_interpreter_says_it_may_be_the_
 def test_a_plain_pytorch_implementation_gets_no_interpreter_caveat(tmp_path, monkeypatch) -> None:
     (tmp_path / "plain_rope.py").write_text(
         "from dsv41_rope.kernel import apply_rope_eager\n\n\ndef rope(values, angles, *, inverse=False):\n"
-        "    return apply_rope_eager(values, angles, inverse)\n"
+        "    return apply_rope_eager(values, angles, inverse=inverse)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(backend, "interpreter_cast_problems", lambda: {"bf16": "casts wrongly"})

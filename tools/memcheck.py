@@ -40,9 +40,9 @@ def run_cases(device: torch.device) -> int:
                         case = Case(dtype_name, shape_name, layout, False, "special", per_batch, small=True)
                         values, angles = make_values(case, device), make_angles(case, device)
                         leaf = values.detach().requires_grad_(True)
-                        output = apply_rope_triton(leaf, angles, False)
+                        output = apply_rope_triton(leaf, angles, inverse=False)
                         output.backward(torch.ones_like(output))
-                        apply_rope_triton(values, angles, True)
+                        apply_rope_triton(values, angles, inverse=True)
                         apply_rope_triton_(values, angles, inverse=True)
                         count += 1
     return count

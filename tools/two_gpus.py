@@ -54,13 +54,13 @@ def main() -> int:
         print(f"cross-device: refused: {error}")
 
     for inverse in (False, True):
-        expected = apply_rope_eager(values, angles, inverse)
+        expected = apply_rope_eager(values, angles, inverse=inverse)
         differ = bits_differing(apply_rope_triton(values, angles, inverse=inverse), expected)
         in_place = bits_differing(apply_rope_triton_(values.clone(), angles, inverse=inverse), expected)
         leaf = values.detach().requires_grad_(True)
         apply_rope_triton(leaf, angles, inverse=inverse).backward(expected)
         eager_leaf = values.detach().requires_grad_(True)
-        apply_rope_eager(eager_leaf, angles, inverse).backward(expected)
+        apply_rope_eager(eager_leaf, angles, inverse=inverse).backward(expected)
         backward = bits_differing(leaf.grad, eager_leaf.grad)
         print(f"on cuda:1, inverse={inverse}: {differ} differ out of place, {in_place} in place, {backward} backward")
         if differ or in_place or backward:

@@ -86,7 +86,7 @@ def eager_reference(values: torch.Tensor, angles: torch.Tensor, inverse: bool = 
     second copy here that could drift from it; the kernel package stays standalone."""
     from dsv41_rope.kernel import apply_rope_eager
 
-    return apply_rope_eager(values, angles, inverse)
+    return apply_rope_eager(values, angles, inverse=inverse)
 
 
 def run_forward(case: Case, device: torch.device, implementation: Judged) -> ForwardRun:

@@ -84,7 +84,7 @@ def test_uncalibratable_device_runs_the_eager_path_with_one_warning(rope, device
     angles = (torch.rand((1, 5, 8), generator=torch.Generator().manual_seed(2)) * 100).to(device)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        outputs = [rope.apply_rope_triton(values, angles, inverse) for inverse in (False, True)]
+        outputs = [rope.apply_rope_triton(values, angles, inverse=inverse) for inverse in (False, True)]
         in_place = values.clone()
         rope.apply_rope_triton_(in_place, angles)
     messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
@@ -92,7 +92,7 @@ def test_uncalibratable_device_runs_the_eager_path_with_one_warning(rope, device
     assert "short=second" in messages[0], "the warning says what the probe saw"
     assert not launched, "a kernel known to differ from eager was launched"
     for output, inverse in zip(outputs, (False, True), strict=True):
-        expected = rope.apply_rope_eager(values, angles, inverse)
+        expected = rope.apply_rope_eager(values, angles, inverse=inverse)
         assert torch.equal(bits(output), bits(expected))
     assert torch.equal(bits(in_place), bits(outputs[0]))
 

@@ -48,18 +48,18 @@ def test_fallbacks_return_eager_bits(rope, device, label, dtype, angle_dtype, an
     values, angles = _inputs(device, dtype, shape, pairs=8, angle_shape=angle_shape, angle_dtype=angle_dtype)
     angles.requires_grad_(angles_require_grad)
     assert not rope.uses_fused_kernel(values, angles), label
-    output = rope.apply_rope_triton(values, angles, False)
-    assert torch.equal(bits(output), bits(rope.apply_rope_eager(values, angles, False)))
+    output = rope.apply_rope_triton(values, angles, inverse=False)
+    assert torch.equal(bits(output), bits(rope.apply_rope_eager(values, angles, inverse=False)))
 
 
 def test_angles_requiring_grad_get_eager_gradient(rope, device):
     values, angles = _inputs(device, torch.float32)
     values.requires_grad_(True)
     angles.requires_grad_(True)
-    output = rope.apply_rope_triton(values, angles, False)
+    output = rope.apply_rope_triton(values, angles, inverse=False)
     upstream = torch.randn(output.shape, generator=torch.Generator().manual_seed(5)).to(device)
     fused_grads = torch.autograd.grad(output, (values, angles), upstream)
-    eager_grads = torch.autograd.grad(rope.apply_rope_eager(values, angles, False), (values, angles), upstream)
+    eager_grads = torch.autograd.grad(rope.apply_rope_eager(values, angles, inverse=False), (values, angles), upstream)
     for fused, eager in zip(fused_grads, eager_grads, strict=True):
         assert torch.equal(bits(fused), bits(eager))
 
@@ -94,7 +94,7 @@ def test_broadcast_angles_run_fused_with_eager_bits(rope, device, label, values_
     if label.endswith("transposed"):
         values = values.transpose(1, 2).contiguous().transpose(1, 2)
     assert rope.uses_fused_kernel(values, angles), label
-    fused = rope.apply_rope_triton(values, angles, True)
+    fused = rope.apply_rope_triton(values, angles, inverse=True)
     frequencies = torch.polar(torch.ones_like(angles), angles)
     from dsv41_rope.oracle import eager
 
@@ -110,8 +110,8 @@ def test_eager_path_takes_a_rotary_block_starting_mid_pair(rope, device, shape):
     values, angles = _inputs(device, torch.float32, shape, pairs=1, angle_shape=(1, 1, 1))
     assert values[..., -2:].storage_offset() % 2 == 1
     rotary = values[..., -2:]
-    expected = rope.apply_rope_eager(rotary.clone(), angles, True)
-    assert torch.equal(bits(rope.apply_rope_eager(values, angles, True)[..., -2:]), bits(expected))
+    expected = rope.apply_rope_eager(rotary.clone(), angles, inverse=True)
+    assert torch.equal(bits(rope.apply_rope_eager(values, angles, inverse=True)[..., -2:]), bits(expected))
     rope.eager_path.rotate_in_place_eagerly(values, angles, True)
     assert torch.equal(bits(values[..., -2:]), bits(expected))
 

@@ -16,7 +16,7 @@ if HAVE_TRITON:
 __all__ = ["apply_rope_triton", "apply_rope_triton_"]
 
 
-def apply_rope_triton(values: torch.Tensor, angles: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+def apply_rope_triton(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
     """Rotary embedding of the last ``2 * angles.shape[-1]`` channels, bit-identical to the eager path.
 
     Args:
@@ -35,7 +35,7 @@ def apply_rope_triton(values: torch.Tensor, angles: torch.Tensor, inverse: bool 
     """
     check_inputs(values, angles, inverse)
     if not uses_fused_kernel(values, angles):
-        return apply_rope_eager(values, angles, inverse)
+        return apply_rope_eager(values, angles, inverse=inverse)
     if values.requires_grad and torch.is_grad_enabled():
         return FusedRope.apply(values, angles, inverse)
     return rotate_out_of_place(values, angles, inverse)  # no gradient wanted: no autograd machinery

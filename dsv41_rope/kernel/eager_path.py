@@ -7,7 +7,7 @@ import torch
 __all__ = ["apply_rope_eager", "rotate_in_place_eagerly"]
 
 
-def apply_rope_eager(values: torch.Tensor, angles: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+def apply_rope_eager(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
     """The eager reference: Automodel's ``_apply_rope`` (``deepseek_v41/attention.py``), step for step.
 
     Every step is kept, ``.contiguous()`` included: which CUDA kernel PyTorch runs for the complex multiply (and for
@@ -44,4 +44,4 @@ def apply_rope_eager(values: torch.Tensor, angles: torch.Tensor, inverse: bool =
 def rotate_in_place_eagerly(values: torch.Tensor, angles: torch.Tensor, inverse: bool) -> None:
     """The in-place fallback: the eager path's rotated channels, written into ``values``' rotary block."""
     rotary = values[..., -2 * angles.shape[-1] :]
-    rotary.copy_(apply_rope_eager(rotary, angles, inverse))
+    rotary.copy_(apply_rope_eager(rotary, angles, inverse=inverse))

@@ -63,7 +63,7 @@ def rotate(
         if in_place:
             rotate_in_place_eagerly(values, angles, negate_sin)
             return values
-        return apply_rope_eager(values, angles, negate_sin)
+        return apply_rope_eager(values, angles, inverse=negate_sin)
     output = values if in_place else torch.empty(values.shape, dtype=values.dtype, device=values.device)
     if values.numel() == 0:
         return output

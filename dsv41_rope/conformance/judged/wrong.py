@@ -16,7 +16,7 @@ from dsv41_rope import kernel as kernel
 def rotates_leading_channels(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
     """Rotates the first ``2 * pairs`` channels and copies the others: the channels are rolled around the kernel."""
     rotary = 2 * angles.shape[-1]
-    return kernel.apply_rope_triton(values.roll(rotary, -1), angles, inverse).roll(-rotary, -1)
+    return kernel.apply_rope_triton(values.roll(rotary, -1), angles, inverse=inverse).roll(-rotary, -1)
 
 
 class _ProductInBf16(torch.autograd.Function):
@@ -27,7 +27,9 @@ class _ProductInBf16(torch.autograd.Function):
     def forward(ctx: object, values: torch.Tensor, angles: torch.Tensor, inverse: bool) -> torch.Tensor:
         ctx.save_for_backward(angles)
         ctx.inverse = inverse
-        output = kernel.apply_rope_triton(values, angles, inverse)  # checks the inputs, copies the other channels
+        output = kernel.apply_rope_triton(
+            values, angles, inverse=inverse
+        )  # checks the inputs, copies the other channels
         rotary = 2 * angles.shape[-1]
         pairs = values[..., -rotary:].unflatten(-1, (-1, 2)).to(torch.bfloat16)
         frequencies = torch.polar(torch.ones_like(angles), angles)
@@ -43,7 +45,7 @@ class _ProductInBf16(torch.autograd.Function):
     @staticmethod
     def backward(ctx: object, grad_output: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (angles,) = ctx.saved_tensors
-        return kernel.apply_rope_triton(grad_output, angles, not ctx.inverse), None, None
+        return kernel.apply_rope_triton(grad_output, angles, inverse=not ctx.inverse), None, None
 
 
 def product_in_bf16(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
@@ -58,12 +60,12 @@ class _BackwardWithoutConjugate(torch.autograd.Function):
     def forward(ctx: object, values: torch.Tensor, angles: torch.Tensor, inverse: bool) -> torch.Tensor:
         ctx.save_for_backward(angles)
         ctx.inverse = inverse
-        return kernel.apply_rope_triton(values, angles, inverse)
+        return kernel.apply_rope_triton(values, angles, inverse=inverse)
 
     @staticmethod
     def backward(ctx: object, grad_output: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (angles,) = ctx.saved_tensors
-        return kernel.apply_rope_triton(grad_output, angles, ctx.inverse), None, None
+        return kernel.apply_rope_triton(grad_output, angles, inverse=ctx.inverse), None, None
 
 
 def backward_without_conjugate(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
@@ -74,7 +76,7 @@ def backward_without_conjugate(values: torch.Tensor, angles: torch.Tensor, *, in
 def canonical_nan_copies(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
     """The kernel's output, with every NaN of the copied channels replaced by the dtype's default NaN (its payload
     lost). The replacement writes the data alone, so the gradient stays the kernel's."""
-    output = kernel.apply_rope_triton(values, angles, inverse)
+    output = kernel.apply_rope_triton(values, angles, inverse=inverse)
     copied = output.detach()[..., : output.shape[-1] - 2 * angles.shape[-1]]
     copied.masked_fill_(copied.isnan(), float("nan"))
     return output

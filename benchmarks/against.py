@@ -260,16 +260,49 @@ HEADER = (
 )
 
 
+# The gate's own options, with their defaults; benchmarks.run lists them in its --help through add_gate_arguments.
+MARGIN = 0.03
+ROUNDS = 5
+GATE_OPTIONS = ("--margin", "--rounds", "--cases")
+
+
+def add_gate_arguments(parser: Any, *, standalone: bool) -> None:
+    """Adds ``--against REV`` and the options only the gate reads to a parser or an argument group.
+
+    Args:
+        parser: an ``argparse.ArgumentParser`` or one of its argument groups.
+        standalone: True for the gate's own parser (``--against`` required, the defaults set); False for
+            ``benchmarks.run``'s, where every one of them is None unless given, so that it can tell them apart.
+    """
+
+    def default(value: object) -> object:
+        return value if standalone else None
+
+    parser.add_argument(
+        "--against",
+        required=standalone,
+        metavar="REV",
+        help="the speed gate: time this checkout's kernel against REV's (a git revision, or a kernel package folder or "
+        "file); exit 1 when a row is slower by more than the margin",
+    )
+    parser.add_argument(
+        "--margin", type=float, default=default(MARGIN), help=f"allowed slowdown of a row (default {MARGIN:g})"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=default(ROUNDS), help=f"alternating rounds per row (default {ROUNDS})"
+    )
+    parser.add_argument(
+        "--cases",
+        default=default(",".join(CASES)),
+        help="comma-separated, of " + ", ".join(CASES) + " (default: all)",
+    )
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Parses the command line (``benchmarks.run`` passes its own through when it sees ``--against``)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run --against", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--against", required=True, metavar="REV", help="git revision of the baseline kernel, or a kernel file (*.py)"
-    )
-    parser.add_argument("--margin", type=float, default=0.03, help="allowed slowdown (default %(default)g)")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per row (default %(default)d)")
+    add_gate_arguments(parser, standalone=True)
     parser.add_argument("--dtypes", default="bf16,fp32", help="comma-separated, of bf16, fp16, fp32")
-    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated, of " + ", ".join(CASES))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scratch"), help="folder for the JSON")
     parser.add_argument("--time-budget", type=float, default=480.0, metavar="SECONDS")
     return parser.parse_args(argv)

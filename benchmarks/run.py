@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from benchmarks import against
 from benchmarks.common import (
     MIB,
     NO_CUDA_EXIT_CODE,
@@ -285,8 +286,8 @@ def print_tables(document: dict[str, Any]) -> None:
         print(f"skipped {skip['case']} {skip['dtype']}: {skip['reason']}")
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    """Parses the command line."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser: the plan's options, and the speed gate's (``benchmarks.against``) for ``--help``."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="folder for the JSON")
     parser.add_argument("--quick", action="store_true", help="bf16 query and window KV only out of place")
@@ -301,7 +302,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="start no new measurement after this many seconds; the rows so far are kept (default: %(default)g)",
     )
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
-    return parser.parse_args(argv)
+    gate = parser.add_argument_group(
+        "the speed gate",
+        "With --against REV, benchmarks.against runs instead, with these options, --dtypes, --out (default "
+        "benchmarks/results/scratch) and --time-budget (default 480); exit 0, 1 (a row slower) or 2 (no CUDA).",
+    )
+    against.add_gate_arguments(gate, standalone=False)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parses the command line; the gate's options without ``--against`` are a usage error (exit 2)."""
+    args = (parser := build_parser()).parse_args(argv)
+    given = [option for option in against.GATE_OPTIONS if getattr(args, option.removeprefix("--")) is not None]
+    if given and args.against is None:
+        parser.error(f"{', '.join(given)}: options of the speed gate, which needs --against REV")
+    return args
 
 
 def _fits(case: Case, dtype: torch.dtype) -> str | None:
@@ -312,14 +328,11 @@ def _fits(case: Case, dtype: torch.dtype) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the plan and returns the exit status: 0 when done or stopped by the budget, 2 without CUDA. With
-    ``--against REV``, the speed gate of ``benchmarks.against`` runs instead (its own options and exit status)."""
+    """Runs the plan (exit 0, also when stopped by the budget; 2 without CUDA) or ``--against REV``'s gate."""
     arguments = sys.argv[1:] if argv is None else list(argv)
-    if any(argument == "--against" or argument.startswith("--against=") for argument in arguments):
-        from benchmarks import against
-
+    args = parse_args(arguments)
+    if args.against is not None:  # the gate parses the same words with its own defaults
         return against.main(arguments)
-    args = parse_args(argv)
     if not cuda_available("benchmarks.run"):
         return NO_CUDA_EXIT_CODE
     from benchmarks.in_place import IN_PLACE_CASES, format_in_place_row, load_flash_attention_rotary, measure_in_place

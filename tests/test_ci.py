@@ -2,7 +2,8 @@
 reusable workflow's inputs), every command they run is a script of this repository, and the scripts do what the
 workflows rely on (`.ci/groups`, `.ci/shard`, `.ci/merge`), on the CPU. The workflows are safe to hand to other
 repositories' self-hosted runners (actions pinned by commit, no credential left in the workspace, a read-only token),
-and CI audits them with zizmor and GitHub's workflow schema before the tests (`.ci/lint-workflows`)."""
+and CI audits them with zizmor and GitHub's workflow schema before the tests (`.ci/lint-workflows`), after ruff.
+The speed gate's job, `.ci/lint-python` and `./run --help`: tests/test_ci_gates.py."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from dsv41_rope.report import merge_cli
 
 pytest_plugins = ["pytester"]
 
@@ -133,7 +136,7 @@ def test_every_command_is_a_script_of_the_repository() -> None:
     for name in ("conformance.yml", REUSABLE):
         for run in runs(name):
             scripts |= set(re.findall(r"(?:^|[\s(\"])((?:\./|\.ci/|tools/)[\w./-]+)", run))
-    assert scripts == {".ci/run", ".ci/groups", ".ci/shard", ".ci/merge"}
+    assert scripts == {".ci/run", ".ci/groups", ".ci/shard", ".ci/merge", ".ci/speed-gate"}
     for script in scripts | {"run"}:
         path = REPO / script
         assert path.is_file() and os.access(path, os.X_OK), script
@@ -169,7 +172,7 @@ def test_every_checkout_leaves_no_credential_in_the_workspace() -> None:
         for job in workflow(name)[0]["jobs"].values()
         for step in steps(job, "actions/checkout")
     ]
-    assert len(checkouts) == 5
+    assert len(checkouts) == 6
     assert all(step["with"]["persist-credentials"] is False for step in checkouts), checkouts
 
 
@@ -202,7 +205,8 @@ def test_ci_audits_the_workflows_before_the_tests() -> None:
         for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
         if line and not line.startswith(("#", "set ", "cd "))
     ]
-    assert ci_commands == [".ci/lint-workflows", "./run tests --junitxml=reports/junit.xml"]
+    # ruff first: the quickest check, and the one most changes trip.
+    assert ci_commands == [".ci/lint-python", ".ci/lint-workflows", "./run tests --junitxml=reports/junit.xml"]
     lint = (REPO / ".ci" / "lint-workflows").read_text(encoding="utf-8")
     assert "set -euo pipefail" in lint
     assert '-m pip install -q "zizmor==$zizmor_version" "check-jsonschema==$check_jsonschema_version"' in lint
@@ -339,10 +343,28 @@ def test_the_merge_job_merges_gates_and_writes_the_job_page(report_project: pyte
 
     shutil.rmtree(downloaded / "ulp-drift-shard-2")
     lost = merge_job(downloaded)
-    assert lost.returncode == 3
+    assert lost.returncode == merge_cli.EXIT_INCOMPLETE == 11
     assert "cpu: group 2 of 2 missing: it should have held 3 tests" in page.read_text(encoding="utf-8")
 
     shutil.rmtree(downloaded / "ulp-drift-shard-1")
     nothing = merge_job(downloaded)
-    assert nothing.returncode == 3 and "all 2 shards were lost" in nothing.stderr
+    assert nothing.returncode == merge_cli.EXIT_INCOMPLETE and "all 2 shards were lost" in nothing.stderr
     assert "all 2 shards were lost" in page.read_text(encoding="utf-8")
+    # download-artifact makes no folder when no artifact matched: the same verdict, not a failing `cd`.
+    shutil.rmtree(downloaded)
+    absent = merge_job(downloaded)
+    assert absent.returncode == merge_cli.EXIT_INCOMPLETE and "all 2 shards were lost" in absent.stderr
+
+
+def test_the_merge_job_tells_its_verdicts_from_usage_errors_and_pytest_statuses() -> None:
+    # 2 is a usage error (argparse's, and the scripts'); 1-5 are pytest's, which the shards' logs show beside them.
+    statuses = {merge_cli.EXIT_BAD_INPUT, merge_cli.EXIT_INCOMPLETE, merge_cli.EXIT_INCONSISTENT}
+    assert len(statuses) == 3 and statuses.isdisjoint(range(6))
+    assert merge_cli.EXIT_REGRESSION == pytest.ExitCode.TESTS_FAILED  # a failing gate, like the suite's own
+    script = (REPO / ".ci" / "merge").read_text(encoding="utf-8")
+    assert f"exit_incomplete={merge_cli.EXIT_INCOMPLETE}  #" in script
+    for status in (*statuses, merge_cli.EXIT_REGRESSION):
+        assert f" {status} " in script.split("set -euo")[0]  # the header comment names each
+        assert f"\n  {status} " in merge_cli.EXIT_STATUS_HELP
+    usage = subprocess.run([".ci/merge", "shards"], cwd=REPO, capture_output=True, text=True, check=False)
+    assert usage.returncode == 2 and "usage: .ci/merge" in usage.stderr

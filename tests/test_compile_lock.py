@@ -1,4 +1,5 @@
-"""The compile lock: one process builds a Triton specialization while the others needing it wait for its build.
+"""The compile lock: one process builds a Triton specialization while the others needing it wait for its build, and
+Triton's hooks installed before it (another tool's) still run, and are put back at the end of the session.
 
 Triton's hooks are called here directly, as its JIT calls them (``jit_cache_hook(**kwargs)`` before a compile,
 ``jit_post_compile_hook(**kwargs)`` after), by processes that stand in for xdist workers.
@@ -11,7 +12,13 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+import torch
+
+from dsv41_rope.conformance import conftest
 from dsv41_rope.harness import compile_lock
+
+pytest_plugins = ["pytester"]
 
 BUILD_SECONDS = 0.5
 
@@ -116,3 +123,77 @@ def test_install_has_triton_start_up_before_it_locks(monkeypatch):
         )
     finally:
         knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook = saved
+
+
+@pytest.fixture
+def their_hooks(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    """Hooks another tool installed before the lock, recording their calls (``calls``; ``skip``: the pre-compile hook
+    skips the compile); Triton's own hooks are put back after the test, and Triton's start-up is skipped."""
+    runtime = pytest.importorskip("triton").knobs.runtime
+    theirs = SimpleNamespace(calls=[], skip=False)
+
+    def their_cache_hook(**kwargs: object) -> bool:
+        theirs.calls.append(("before", kwargs))
+        return theirs.skip
+
+    def their_post_compile_hook(**kwargs: object) -> None:
+        theirs.calls.append(("after", kwargs))
+
+    theirs.before, theirs.after = their_cache_hook, their_post_compile_hook
+    monkeypatch.setattr(runtime, "jit_cache_hook", their_cache_hook)
+    monkeypatch.setattr(runtime, "jit_post_compile_hook", their_post_compile_hook)
+    monkeypatch.setattr(compile_lock, "start_triton", lambda: None)
+    return theirs
+
+
+def test_install_chains_to_the_hooks_already_installed_and_uninstall_puts_them_back(their_hooks, tmp_path):
+    runtime = __import__("triton").knobs.runtime
+    lock = compile_lock.install(tmp_path)
+    assert (runtime.jit_cache_hook, runtime.jit_post_compile_hook) == (lock.before_compile, lock.after_compile)
+    kwargs = _hook_kwargs("spec-a")
+    assert runtime.jit_cache_hook(**kwargs) is False
+    runtime.jit_post_compile_hook(**kwargs)
+    assert their_hooks.calls == [("before", kwargs), ("after", kwargs)], "the hooks installed before were not called"
+    assert compile_lock.install(tmp_path) is lock, "a second lock would wait on the first one's lock files"
+    compile_lock.uninstall(lock)
+    assert (runtime.jit_cache_hook, runtime.jit_post_compile_hook) == (their_hooks.before, their_hooks.after)
+
+
+def test_a_compile_an_earlier_hook_skips_takes_no_lock(their_hooks, tmp_path):
+    lock = compile_lock.CompileLock(tmp_path, their_hooks.before, their_hooks.after)
+    their_hooks.skip = True
+    assert lock.before_compile(**_hook_kwargs("spec-a")) is True, "Triton must skip the compile the earlier hook skips"
+    other = compile_lock.CompileLock(tmp_path)
+    begin = time.monotonic()
+    assert other.before_compile(**_hook_kwargs("spec-a")) is False
+    assert time.monotonic() - begin < 1, "a skipped compile held its specialization's lock"
+    other.after_compile()
+
+
+def test_uninstall_leaves_a_hook_installed_on_top_of_the_lock(their_hooks, tmp_path):
+    runtime = __import__("triton").knobs.runtime
+    lock = compile_lock.install(tmp_path)
+
+    def later_hook(**kwargs: object) -> bool:
+        return lock.before_compile(**kwargs)
+
+    runtime.jit_cache_hook = later_hook
+    compile_lock.uninstall(lock)
+    assert runtime.jit_cache_hook is later_hook
+    assert runtime.jit_post_compile_hook is their_hooks.after
+
+
+def test_the_suites_conftest_puts_tritons_hooks_back_at_the_end_of_the_session(their_hooks, pytester, monkeypatch):
+    runtime = __import__("triton").knobs.runtime
+    monkeypatch.setattr(conftest.backend, "name", lambda: "cuda")
+    monkeypatch.setattr(conftest.backend, "device", lambda: SimpleNamespace(type="cuda"))
+    monkeypatch.setattr(conftest.backend, "share_host_cores", lambda: None)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    monkeypatch.delenv("DSV41_COMPILE_LOCK", raising=False)
+    config = pytester.parseconfig()
+    conftest.pytest_configure(config)
+    lock = getattr(runtime.jit_cache_hook, "__self__", None)
+    assert isinstance(lock, compile_lock.CompileLock), "the suite on a GPU installed no compile lock"
+    assert lock.previous_before is their_hooks.before and lock.previous_after is their_hooks.after
+    conftest.pytest_unconfigure(config)
+    assert (runtime.jit_cache_hook, runtime.jit_post_compile_hook) == (their_hooks.before, their_hooks.after)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from dsv41_rope.harness import provenance
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_kernel_source_is_the_imported_modules_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,5 +65,29 @@ def test_default_kernel_is_the_repository_kernel_package() -> None:
     metadata = provenance.run_metadata("pytest -k bf16")
     assert metadata["kernel_sha256"] == provenance.kernel_sha256(kernel)
     assert metadata["command"] == "pytest -k bf16"
-    for key in ("created", "hostname", "platform", "python", "torch", "triton", "cuda", "gpu", "git_commit"):
+    for key in (
+        "created",
+        "hostname",
+        "platform",
+        "python",
+        "torch",
+        "triton",
+        "cuda",
+        "hypothesis",
+        "gpu",
+        "git_commit",
+    ):
         assert key in metadata
+
+
+def test_the_hypothesis_version_is_read_without_importing_hypothesis() -> None:
+    """The generated cases depend on it; the report's controller, which imports no test module, records it too."""
+    code = (
+        "import importlib.metadata, sys\n"
+        "from dsv41_rope.harness import provenance\n"
+        "recorded = provenance.versions()['hypothesis']\n"
+        "assert 'hypothesis' not in sys.modules, 'provenance imported hypothesis'\n"
+        "assert recorded == importlib.metadata.version('hypothesis'), recorded\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

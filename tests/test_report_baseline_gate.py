@@ -1,5 +1,6 @@
 """The baseline gate through the pytest plugin: a run saved as a baseline gates the next, a planted regression of
-each kind fails it, tolerances and improvements pass, and missing, new, unselected and skipped cases are told apart.
+each kind fails it, tolerances and improvements pass, and missing, new, unselected and skipped cases are told apart;
+a baseline drawn under another hypothesis version (or that records none) is said to be so.
 
 The fake conformance tests and the report's helpers are those of test_report_plugin.py.
 """
@@ -10,6 +11,17 @@ import json
 
 import pytest
 from test_report_plugin import ALL_KEYS, FAKE_TESTS, FORWARD_BF16, load_cases
+
+from dsv41_rope.harness import provenance
+from dsv41_rope.report import (
+    HYPOTHESIS,
+    CaseRecord,
+    Report,
+    compare_to_baseline,
+    hypothesis_note,
+    render_markdown,
+    render_terminal,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -132,3 +144,70 @@ def test_unreadable_baseline_is_a_usage_error(project: pytest.Pytester) -> None:
     result = project.runpytest("--ulp-baseline", "nowhere.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--ulp-baseline: *nowhere.json*"])
+
+
+def _gated(run_version: str | None, baseline_metadata: dict) -> tuple[str, list[str], str]:
+    """A one-case run recording `run_version` gated on a baseline with `baseline_metadata`: its note, terminal lines
+    and Markdown header (down to the first table)."""
+    case = CaseRecord(
+        nodeid="dsv41_rope/conformance/test_generated_layouts.py::test_generated[float32-2d-forward]",
+        comparison="fused-vs-oracle",
+        case_id="float32-2d-forward",
+        outcome="passed",
+        dtype="float32",
+        backend="triton",
+        device="cpu",
+        elements=64,
+        mismatches=0,
+    )
+    run = Report(cases={case.key: case}, metadata={HYPOTHESIS: run_version} if run_version else {})
+    comparison = compare_to_baseline(run, Report(cases={case.key: case}, metadata=baseline_metadata), baseline_path="b")
+    header = render_markdown(run, comparison).split("### By dtype", 1)[0]
+    return comparison.hypothesis, render_terminal(run, comparison), header
+
+
+def test_a_baseline_drawn_under_another_hypothesis_version_is_said_to_be() -> None:
+    note, lines, markdown = _gated("6.150.0", {HYPOTHESIS: "6.170.17"})
+    expected = "hypothesis 6.150.0 here, baseline drawn with 6.170.17: generated cases may differ"
+    assert note == expected
+    assert lines[0] == f"WARNING: {expected}", "the terminal section does not open with it"
+    assert lines[-1].endswith(f"; baseline b: 0 regressed, 0 new, 0 missing; {expected}"), lines[-1]
+    assert lines[-1].startswith("ulp-drift verdict: PASS"), "another hypothesis version fails nothing"
+    assert "**ulp-drift verdict: PASS" in markdown and f"; {expected}**" in markdown
+    assert f"> **Warning:** {expected}" in markdown
+
+
+def test_a_baseline_that_records_no_hypothesis_version_is_said_to_be() -> None:
+    note, lines, markdown = _gated("6.170.17", {"created": "2025-01-01"})
+    expected = "hypothesis 6.170.17 here, baseline records no hypothesis version: generated cases may differ"
+    assert note == expected and lines[0] == f"WARNING: {expected}" and lines[-1].endswith(expected)
+    assert f"> **Warning:** {expected}" in markdown
+    assert "no hypothesis version recorded here" in hypothesis_note({}, {HYPOTHESIS: "6.170.17"})
+
+
+def test_the_same_hypothesis_version_says_nothing() -> None:
+    note, lines, markdown = _gated("6.170.17", {HYPOTHESIS: "6.170.17"})
+    assert note == "" and not any("hypothesis" in line for line in lines) and "hypothesis" not in markdown
+    # A merged report's cases were drawn by its shards, not by the merger's process.
+    shards = {HYPOTHESIS: "6.0.0", "shards": [{"source": "a", HYPOTHESIS: "6.170.17"}, {"source": "b"}]}
+    assert hypothesis_note(shards, {HYPOTHESIS: "6.170.17"}) == ""
+    assert "baseline drawn with 6.150.0" in hypothesis_note(shards, {"shards": [{HYPOTHESIS: "6.150.0"}]})
+
+
+def test_a_run_records_its_hypothesis_version_and_a_gate_on_its_own_baseline_says_nothing(
+    project: pytest.Pytester,
+) -> None:
+    assert provenance.versions()[HYPOTHESIS] == pytest.importorskip("hypothesis").__version__
+    assert project.runpytest("--ulp-save-baseline", "base.json").ret == pytest.ExitCode.OK
+    saved = json.loads((project.path / "base.json").read_text(encoding="utf-8"))["metadata"]
+    assert saved[HYPOTHESIS] == provenance.versions()[HYPOTHESIS]
+    result = project.runpytest("--ulp-baseline", "base.json")
+    assert "hypothesis" not in result.stdout.str().split("= ulp drift =", 1)[1]
+    saved.pop(HYPOTHESIS)
+    base = json.loads((project.path / "base.json").read_text(encoding="utf-8"))
+    (project.path / "old.json").write_text(json.dumps({**base, "metadata": saved}), encoding="utf-8")
+    result = project.runpytest("--ulp-baseline", "old.json")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        ["WARNING: hypothesis * here, baseline records no hypothesis version: generated cases may differ"]
+    )

@@ -56,9 +56,9 @@ def test_another_source_of_the_same_module_is_another_implementation() -> None:
         merge_reports([report(PROJECT), report(edited)])
 
 
-def test_the_shard_merger_refuses_them_with_exit_status_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_the_shard_merger_refuses_them_as_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     shards = [report(PROJECT).write_json(tmp_path / "a.json"), report(VENDORED).write_json(tmp_path / "b.json")]
-    assert merge_cli.main([str(tmp_path / "out"), *map(str, shards)]) == 2
+    assert merge_cli.main([str(tmp_path / "out"), *map(str, shards)]) == merge_cli.EXIT_BAD_INPUT
     assert "merge each implementation's reports apart" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 

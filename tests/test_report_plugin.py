@@ -351,7 +351,7 @@ def test_merge_two_shards(project: pytest.Pytester, capsys: pytest.CaptureFixtur
     changed["cases"][f"{FORWARD_BF16}::fused-vs-eager"]["mismatches"] = 7
     rerun = project.path / "rerun.json"
     rerun.write_text(json.dumps(changed), encoding="utf-8")
-    assert merge_cli.main([str(out), *shards, str(rerun)]) == 2
+    assert merge_cli.main([str(out), *shards, str(rerun)]) == merge_cli.EXIT_BAD_INPUT
     assert f"{FORWARD_BF16}::fused-vs-eager" in capsys.readouterr().err
     assert merge_cli.main([str(out), *shards, shards[0]]) == 0  # identical duplicates merge quietly
     assert merge_cli.main([str(out), *shards, str(rerun), "--prefer-last"]) == 0

@@ -83,6 +83,9 @@ class FakeConfig:
     def getoption(self, name: str, default: object = None) -> object:
         return self._options.get(name, default)
 
+    def addinivalue_line(self, name: str, line: str) -> None:
+        pass
+
 
 @pytest.fixture
 def on_a_gpu(monkeypatch):

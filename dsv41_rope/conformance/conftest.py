@@ -40,14 +40,21 @@ from dsv41_rope.report.pytest_hooks import add_run_metadata  # noqa: E402
 if TYPE_CHECKING:
     import torch
 
+    from dsv41_rope.harness.compile_lock import CompileLock
     from dsv41_rope.harness.implementation import Implementation
+
+_COMPILE_LOCK: pytest.StashKey[CompileLock] = pytest.StashKey()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """On a GPU, have xdist hand out one test at a time (in its controller, whose scheduler does). Where tests run: give
     this worker its share of the host's cores, pin it to its GPU so that kernels launch where its tensors live, and let
     one worker compile each Triton specialization while the others wait for it (``dsv41_rope.harness.compile_lock``;
-    DSV41_COMPILE_LOCK=0: not)."""
+    DSV41_COMPILE_LOCK=0: not). This file loads only where the suite's tests are collected, so none of it reaches
+    another project's session."""
+    # The interpreter evaluates kernels with numpy, which warns on IEEE events the special-value cases produce on
+    # purpose (inf * 0, overflow to inf when narrowing); the GPU raises no such warnings.
+    config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning:triton.runtime.interpreter")
     if backend.name() == "cuda":
         # pytest-xdist's load scheduling hands a worker that runs low a chunk of the next tests in collection order;
         # the generated-layout shards once all went to two workers that way, which ran them one after another for
@@ -66,7 +73,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
         torch.cuda.set_device(current)
         if os.environ.get("DSV41_COMPILE_LOCK", "1") != "0":
-            compile_lock.install()
+            lock = compile_lock.install()
+            if lock is not None:
+                config.stash[_COMPILE_LOCK] = lock
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Puts back Triton's compile hooks as they were before the compile lock (pytester runs many sessions a process)."""
+    lock = config.stash.get(_COMPILE_LOCK, None)
+    if lock is not None:
+        from dsv41_rope.harness import compile_lock
+
+        compile_lock.uninstall(lock)
+        del config.stash[_COMPILE_LOCK]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -10,6 +10,9 @@ others wait, then load it in milliseconds. Nothing else about the compile change
 A compile that raises never reaches the post-compile hook; its lock is released at the worker's next compile or
 exit, and a worker never waits on a lock longer than ``WAIT_SECONDS`` (it then compiles without it).
 
+Hooks already installed (another tool's) are kept: the lock calls them too, the earlier pre-compile hook first (a
+compile it skips takes no lock), and :func:`uninstall` puts them back at the end of the session.
+
 A process's first compile also pays Triton's start-up there (hashing Triton's own 400 MB library into the cache key,
 making the backend): about 0.5 s on the H200 with every kernel in the disk cache. Taken inside the lock, a run's 16
 workers paid it in turns, the last waiting about 7 s (docs/ci.md). :func:`install` therefore has Triton start up
@@ -23,6 +26,7 @@ import hashlib
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +36,7 @@ try:
 except ImportError:
     triton = None
 
-__all__ = ["WAIT_SECONDS", "CompileLock", "install", "start_triton"]
+__all__ = ["WAIT_SECONDS", "CompileLock", "install", "start_triton", "uninstall"]
 
 WAIT_SECONDS = 120.0
 _POLL_SECONDS = 0.01
@@ -49,10 +53,23 @@ else:
 
 
 class CompileLock:
-    """The pre- and post-compile hooks, and the lock file this process holds, if any."""
+    """The pre- and post-compile hooks, the lock file this process holds, if any, and the hooks they chain to.
 
-    def __init__(self, directory: Path) -> None:
+    Attributes:
+        directory: where the lock files live.
+        previous_before: the pre-compile hook installed before this one, called first; None: none.
+        previous_after: the post-compile hook installed before this one, called after the lock's release; None: none.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        previous_before: Callable[..., Any] | None = None,
+        previous_after: Callable[..., Any] | None = None,
+    ) -> None:
         self.directory = directory
+        self.previous_before = previous_before
+        self.previous_after = previous_after
         self._held: int | None = None  # the open, locked file descriptor
 
     @staticmethod
@@ -72,8 +89,11 @@ class CompileLock:
             self._held = None
 
     def before_compile(self, **kwargs: Any) -> bool:
-        """Wait for this specialization's lock; False: go on compiling (Triton skips the compile on True)."""
+        """Calls the earlier hook, then waits for this specialization's lock; False: go on compiling (Triton skips the
+        compile on True, which the earlier hook's true answer passes on, taking no lock)."""
         self.release()  # a previous compile that raised
+        if self.previous_before is not None and self.previous_before(**kwargs):
+            return True
         self.directory.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(self.directory / self.lock_name(kwargs), os.O_CREAT | os.O_RDWR, 0o644)
         deadline = time.monotonic() + WAIT_SECONDS
@@ -88,8 +108,11 @@ class CompileLock:
                     return False
                 time.sleep(_POLL_SECONDS)
 
-    def after_compile(self, **_: Any) -> None:
+    def after_compile(self, **kwargs: Any) -> None:
+        """Releases the lock, then calls the earlier post-compile hook."""
         self.release()
+        if self.previous_after is not None:
+            self.previous_after(**kwargs)
 
 
 def start_triton() -> None:
@@ -102,14 +125,8 @@ def start_triton() -> None:
         _write_one[(1,)](torch.zeros(1, dtype=torch.int32, device="cuda"))
 
 
-def install(directory: Path | None = None) -> CompileLock | None:
-    """Lock each compile of this process's Triton JIT (None where Triton has no such hooks, or runs interpreted),
-    once Triton has started up in this process (:func:`start_triton`).
-
-    Args:
-        directory: where the lock files live; shared by the run's workers. Default: a folder in the system's
-            temporary directory named by the run's xdist test-run id (one folder per run), else per user.
-    """
+def _runtime() -> Any:
+    """Triton's runtime knobs, where they have both compile hooks; None otherwise (no Triton, an older one)."""
     try:
         from triton import knobs
     except ImportError:
@@ -117,11 +134,42 @@ def install(directory: Path | None = None) -> CompileLock | None:
     runtime = getattr(knobs, "runtime", None)
     if runtime is None or not hasattr(runtime, "jit_cache_hook") or not hasattr(runtime, "jit_post_compile_hook"):
         return None
+    return runtime
+
+
+def install(directory: Path | None = None) -> CompileLock | None:
+    """Lock each compile of this process's Triton JIT (None where Triton has no such hooks, or runs interpreted),
+    once Triton has started up in this process (:func:`start_triton`), chaining to the hooks already installed. Where
+    a lock is installed already, returns it: two would wait on each other's lock files.
+
+    Args:
+        directory: where the lock files live; shared by the run's workers. Default: a folder in the system's
+            temporary directory named by the run's xdist test-run id (one folder per run), else per user.
+    """
+    runtime = _runtime()
+    if runtime is None:
+        return None
+    installed = getattr(runtime.jit_cache_hook, "__self__", None)
+    if isinstance(installed, CompileLock):
+        return installed
     if directory is None:
         run = os.environ.get("PYTEST_XDIST_TESTRUNUID", f"uid{os.getuid()}")
         directory = Path(tempfile.gettempdir()) / f"dsv41-compile-locks-{run}"
     start_triton()
-    lock = CompileLock(directory)
+    lock = CompileLock(directory, runtime.jit_cache_hook, runtime.jit_post_compile_hook)
     runtime.jit_cache_hook = lock.before_compile
     runtime.jit_post_compile_hook = lock.after_compile
     return lock
+
+
+def uninstall(lock: CompileLock) -> None:
+    """Releases the lock's file and puts back the hooks installed before it, each where the lock's is still Triton's
+    (a hook installed on top of it, which may call it, stays)."""
+    lock.release()
+    runtime = _runtime()
+    if runtime is None:
+        return
+    if runtime.jit_cache_hook == lock.before_compile:
+        runtime.jit_cache_hook = lock.previous_before
+    if runtime.jit_post_compile_hook == lock.after_compile:
+        runtime.jit_post_compile_hook = lock.previous_after

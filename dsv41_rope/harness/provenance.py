@@ -102,12 +102,15 @@ def kernel_sha256(path: str | os.PathLike[str] | None) -> str | None:
 
 
 def versions() -> dict[str, str | None]:
-    """Returns the python, torch, triton and CUDA versions (CUDA: the one torch was built for, None for a CPU build)."""
+    """Returns the python, torch, triton, CUDA and hypothesis versions (CUDA: the one torch was built for, None for a
+    CPU build; hypothesis: the generated-layout cases draw the same examples only under one version, None when it is
+    not installed)."""
     return {
         "python": platform.python_version(),
         "torch": devices.torch_version() or _version("torch"),
         "triton": _version("triton"),
         "cuda": devices.torch_cuda_version(),
+        "hypothesis": _version("hypothesis"),
     }
 
 
@@ -164,7 +167,7 @@ def record(
         gpus: also name every visible GPU (`gpu_names()`) under "gpu"; a benchmark names the one it measured itself.
 
     Returns:
-        hostname, platform, python, torch, triton, cuda, (gpu), git_commit, git_dirty, kernel_sha256.
+        hostname, platform, python, torch, triton, cuda, hypothesis, (gpu), git_commit, git_dirty, kernel_sha256.
     """
     return {
         "hostname": socket.gethostname(),

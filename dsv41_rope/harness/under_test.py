@@ -20,6 +20,11 @@ a usage error (exit status 4) that names what was looked up or what call raised 
 default one is imported by the suite's fixture. This module imports neither torch nor the implementation when it
 loads: the entry point loads it in every pytest session of the environment.
 
+**Inert unless asked** (:func:`suite_requested`): installed beside another project, the entry point loads this plugin
+in that project's sessions too. It always adds its options (pytest must know them), but names the implementation in
+the header, sets ``-n auto``'s worker count and ignores the interpreter's warnings only in a session that asked for the
+suite: one that targets its tests, gives one of the suite's options, or sets one of its environment variables.
+
 A failure of the suite's own comparisons (``dsv41_rope.harness.failures.ConformanceFailure``) is reported by its one
 line, without a traceback (unless ``--tb=long`` or ``--tb=native`` asks for one): the line names the case, the
 comparison, the differing elements and the bits, and the ulp-drift report keeps the rest. Any other failure keeps its
@@ -32,6 +37,7 @@ import dataclasses
 import os
 import traceback
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,6 +57,9 @@ __all__ = [
     "CLAIMS_VARIABLE",
     "IMPL_VARIABLE",
     "IN_PLACE_VARIABLE",
+    "SUITE_DIRECTORY",
+    "SUITE_OPTIONS",
+    "SUITE_PACKAGE",
     "Selection",
     "implementation_under_test",
     "pytest_addoption",
@@ -60,6 +69,8 @@ __all__ = [
     "pytest_xdist_auto_num_workers",
     "release_frames",
     "runs_tests",
+    "suite_requested",
+    "targets_suite",
 ]
 
 
@@ -73,7 +84,25 @@ _VARIABLES = {
     "--rope-impl-claims": CLAIMS_VARIABLE,
 }
 
+# The suite: its package, and its folder (found from this file, without importing the suite).
+SUITE_PACKAGE = "dsv41_rope.conformance"
+SUITE_DIRECTORY = Path(__file__).resolve().parents[1] / "conformance"
+# The options of the suite's plugins (this one's and the report's) whose use asks for the suite; unset, each is None,
+# False or 0.
+SUITE_OPTIONS = (
+    *_VARIABLES,
+    "--ulp-report",
+    "--ulp-baseline",
+    "--ulp-baseline-strict",
+    "--ulp-save-baseline",
+    "--ulp-tolerance",
+    "--ulp-fraction-tolerance",
+)
+# Folders between a target and the suite that pytest does not collect (it skips hidden folders and virtualenvs).
+_NOT_COLLECTED = ("site-packages", "dist-packages")
+
 _SELECTION = pytest.StashKey["Selection"]()
+_REQUESTED = pytest.StashKey[bool]()
 # The traceback styles that ask for a check's traceback too; the others (auto, short, line, no) show its line.
 _FULL_TRACEBACKS = ("long", "native")
 
@@ -162,9 +191,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "compile_bound: builds many kernels (seconds a test on a GPU); scheduled first under xdist"
     )
-    # The interpreter evaluates kernels with numpy, which warns on IEEE events the special-value cases produce on
-    # purpose (inf * 0, overflow to inf when narrowing); the GPU raises no such warnings.
-    config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning:triton.runtime.interpreter")
+    if suite_requested(config):
+        # The interpreter evaluates kernels with numpy, which warns on IEEE events the special-value cases produce on
+        # purpose (inf * 0, overflow to inf when narrowing); the GPU raises no such warnings.
+        config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning:triton.runtime.interpreter")
     given = {option: config.getoption(option) for option in _VARIABLES}
     from_environment = {
         option: os.environ[variable]
@@ -232,9 +262,16 @@ def release_frames(error: BaseException) -> None:
             pending += list(current.exceptions)
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` on GPUs: ``dsv41_rope.harness.backend.gpu_workers`` (16 or 8 a GPU); on a CPU, xdist's own count."""
+# tryfirst: xdist's own implementation always answers, and the order of the others is the order plugins loaded in.
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config | None) -> int | None:
+    """``-n auto`` on GPUs: ``dsv41_rope.harness.backend.gpu_workers`` (16 or 8 a GPU); on a CPU, in a session that
+    did not ask for the suite (:func:`suite_requested`), or where ``$PYTEST_XDIST_AUTO_NUM_WORKERS`` names a count,
+    xdist's own count. A direct call without a config gets the suite's count."""
+    if config is not None and not suite_requested(config):
+        return None
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
     from dsv41_rope.harness import backend  # imports torch: not when this module loads
 
     return backend.gpu_workers()
@@ -249,9 +286,52 @@ def runs_tests(config: pytest.Config) -> bool:
     return not distributing or bool(config.getoption("collectonly", False))
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    """Names the implementation under test at the top of the run."""
-    return config.stash[_SELECTION].header()
+def suite_requested(config: pytest.Config) -> bool:
+    """Whether the session asked for the conformance suite, decided from what it was given (the command line, the ini
+    file's ``addopts`` and ``testpaths``, the environment), before collection, as xdist's worker count must be:
+
+    - one of :data:`SUITE_OPTIONS` has a value (``--rope-impl*``, ``--ulp-*``);
+    - one of the environment variables that stand in for ``--rope-impl*`` is set and not empty;
+    - a target (an argument, else ``testpaths``, else the current folder) is the suite: :func:`targets_suite`.
+    """
+    requested = config.stash.get(_REQUESTED, None)
+    if requested is None:
+        requested = (
+            any(config.getoption(option, None) for option in SUITE_OPTIONS)
+            or any(os.environ.get(variable) for variable in _VARIABLES.values())
+            or any(targets_suite(config, target) for target in config.args)
+        )
+        config.stash[_REQUESTED] = requested
+    return requested
+
+
+def targets_suite(config: pytest.Config, target: str) -> bool:
+    """Whether collecting one of the session's targets collects the suite's tests: with ``--pyargs``, the module
+    ``dsv41_rope``, ``dsv41_rope.conformance`` or one of its modules; else a path (relative to the invocation folder)
+    in the suite's folder, or a folder that holds it where pytest would collect it (not through a hidden folder, a
+    virtualenv or ``site-packages``)."""
+    target = target.split("::", 1)[0]
+    if config.getoption("pyargs", False) and (
+        target in ("dsv41_rope", SUITE_PACKAGE) or target.startswith(f"{SUITE_PACKAGE}.")
+    ):
+        return True
+    try:
+        path = Path(config.invocation_params.dir, target).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return False
+    if path == SUITE_DIRECTORY or path in SUITE_DIRECTORY.parents:
+        # The folders from the target down to the suite's, both left out.
+        folders = [path / folder for folder in SUITE_DIRECTORY.relative_to(path).parents if folder != Path(".")]
+        return not any(
+            folder.name.startswith(".") or folder.name in _NOT_COLLECTED or (folder / "pyvenv.cfg").exists()
+            for folder in folders
+        )
+    return SUITE_DIRECTORY in path.parents
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Names the implementation under test at the top of the run (nothing where the suite was not asked for)."""
+    return [config.stash[_SELECTION].header()] if suite_requested(config) else []
 
 
 def implementation_under_test(config: pytest.Config) -> Implementation:

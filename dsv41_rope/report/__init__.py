@@ -34,7 +34,16 @@ from dsv41_rope.report.added_metadata import (
     merge_added,
     merge_values,
 )
-from dsv41_rope.report.baseline import BaselineComparison, CaseDelta, Change, compare_cases, compare_to_baseline
+from dsv41_rope.report.baseline import (
+    HYPOTHESIS,
+    BaselineComparison,
+    CaseDelta,
+    Change,
+    compare_cases,
+    compare_to_baseline,
+    hypothesis_note,
+    hypothesis_versions,
+)
 from dsv41_rope.report.failed_tests import (
     FAILED_TESTS,
     TESTS_FAILED,
@@ -102,6 +111,7 @@ __all__ = [
     "DIFFERENCE_KINDS",
     "FAILED_TESTS",
     "FROM_TESTS",
+    "HYPOTHESIS",
     "INCOMPLETE",
     "INCONSISTENT",
     "IMPLEMENTATION",
@@ -150,6 +160,8 @@ __all__ = [
     "format_fraction",
     "format_number",
     "grouped_lines",
+    "hypothesis_note",
+    "hypothesis_versions",
     "incompleteness",
     "markdown_table",
     "merge_added",

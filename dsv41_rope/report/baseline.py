@@ -1,4 +1,5 @@
-"""The baseline gate: which cases of a run are worse than in an accepted report, and by how much."""
+"""The baseline gate: which cases of a run are worse than in an accepted report, and by how much; and whether the two
+drew their generated cases with the same hypothesis version (`hypothesis_note`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,20 @@ from typing import Any
 from dsv41_rope.report.model import CaseRecord, Report, case_key, summary_value
 from dsv41_rope.report.tables import format_number
 
-__all__ = ["BaselineComparison", "CaseDelta", "Change", "compare_cases", "compare_to_baseline"]
+__all__ = [
+    "HYPOTHESIS",
+    "BaselineComparison",
+    "CaseDelta",
+    "Change",
+    "compare_cases",
+    "compare_to_baseline",
+    "hypothesis_note",
+    "hypothesis_versions",
+]
+
+# The run metadata's hypothesis version (`dsv41_rope.harness.provenance.versions`): the generated-layout cases draw the
+# same examples only under the version a baseline was drawn with.
+HYPOTHESIS = "hypothesis"
 
 
 @dataclass(frozen=True)
@@ -50,6 +64,7 @@ class BaselineComparison:
     fraction_tolerance: float
     outside_selection: int = 0
     skipped: int = 0
+    hypothesis: str = ""  # `hypothesis_note`: empty when both drew with the same version
 
     @property
     def failed(self) -> bool:
@@ -72,6 +87,26 @@ class BaselineComparison:
             *(CaseDelta(key, "missing") for key in self.missing),
             *(CaseDelta(key, "new") for key in self.new),
         ]
+
+
+def hypothesis_versions(metadata: Mapping[str, Any]) -> list[str]:
+    """Returns the hypothesis versions a report's cases were drawn with: a merged report's shards' (each drew its own;
+    the merger's process drew none), else the run's own; empty when it records none."""
+    shards = metadata.get("shards")
+    runs = [shard for shard in shards if isinstance(shard, Mapping)] if isinstance(shards, list) else [metadata]
+    return sorted({str(run[HYPOTHESIS]) for run in runs if run.get(HYPOTHESIS)})
+
+
+def hypothesis_note(metadata: Mapping[str, Any], baseline_metadata: Mapping[str, Any]) -> str:
+    """Returns why a run's generated cases may not be its baseline's, e.g. "hypothesis 6.150.0 here, baseline drawn
+    with 6.170.17: generated cases may differ" (or "..., baseline records no hypothesis version: ..."); empty when
+    both record the same version."""
+    here, there = hypothesis_versions(metadata), hypothesis_versions(baseline_metadata)
+    if here and here == there:
+        return ""
+    run = f"hypothesis {', '.join(here)} here" if here else "no hypothesis version recorded here"
+    baseline = f"baseline drawn with {', '.join(there)}" if there else "baseline records no hypothesis version"
+    return f"{run}, {baseline}: generated cases may differ"
 
 
 def _is_worse(current: float, baseline: float, tolerance: float, *, higher_is_worse: bool) -> bool:
@@ -177,6 +212,7 @@ def compare_to_baseline(
         fraction_tolerance=fraction_tolerance,
         outside_selection=outside,
         skipped=len(skipped_cases),
+        hypothesis=hypothesis_note(report.metadata, baseline.metadata),
     )
 
 

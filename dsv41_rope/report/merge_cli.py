@@ -10,10 +10,17 @@ and appends the Markdown to $GITHUB_STEP_SUMMARY when set. The metadata the shar
 is kept under `shards`. Shards split by pytest-split are checked for completeness without a baseline
 (`dsv41_rope.report.shards`); reports of several kinds of device are kept apart, device by device.
 
-Exit status, the first that applies in this order: 2 unreadable or conflicting inputs (nothing written); 4 inconsistent
-shards (different selections, splits, implementations, kernels or builds); 3 incomplete (a group missing or given
-twice, a shard interrupted, with tests not run or xdist workers without data); 1 regression against the baseline;
-0 merged, complete and not worse than the baseline.
+Exit status, the first that applies in this order (the merger's own, 10-12, are neither argparse's 2 nor pytest's
+0-5, so a CI log tells them apart):
+
+- 10 (``EXIT_BAD_INPUT``): an input cannot be read, or one case has different content in two inputs (nothing written);
+- 12 (``EXIT_INCONSISTENT``): shards of different selections, splits, implementations, kernels or builds;
+- 11 (``EXIT_INCOMPLETE``): a group missing or given twice, a shard interrupted, with tests not run or xdist workers
+  without data;
+- 1 (``EXIT_REGRESSION``): a regression against the baseline, as pytest's 1 for failed tests and the suite's own gate;
+- 0 (``EXIT_MERGED``): merged, complete and not worse than the baseline.
+
+2 is a usage error (argparse).
 """
 
 from __future__ import annotations
@@ -46,15 +53,23 @@ __all__ = [
     "EXIT_INCONSISTENT",
     "EXIT_MERGED",
     "EXIT_REGRESSION",
+    "EXIT_STATUS_HELP",
     "build_parser",
     "main",
 ]
 
 EXIT_MERGED = 0
 EXIT_REGRESSION = 1
-EXIT_BAD_INPUT = 2
-EXIT_INCOMPLETE = 3
-EXIT_INCONSISTENT = 4
+EXIT_BAD_INPUT = 10
+EXIT_INCOMPLETE = 11
+EXIT_INCONSISTENT = 12
+EXIT_STATUS_HELP = f"""exit status, the first that applies:
+  {EXIT_BAD_INPUT}  an input cannot be read, or one case differs between two inputs (nothing written)
+  {EXIT_INCONSISTENT}  inconsistent shards: other selections, splits, implementations, kernels or builds
+  {EXIT_INCOMPLETE}  incomplete: a group missing or given twice, a shard interrupted
+  {EXIT_REGRESSION}   a regression against the baseline
+  {EXIT_MERGED}   merged, complete and not worse than the baseline
+  2   a usage error"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m dsv41_rope.report",
         description="Merge ulp-drift.json reports from several shards into one report.",
+        epilog=EXIT_STATUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR", help="where to write the merged report")
     parser.add_argument("shards", type=Path, nargs="+", metavar="SHARD_JSON", help="ulp-drift.json of each shard")

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ __all__ = [
     "decode_non_finite",
     "encode_non_finite",
     "plain",
+    "portable_metadata",
     "portable_nodeid",
     "summary_value",
 ]
@@ -89,6 +91,38 @@ def portable_nodeid(nodeid: str, path: Path | None) -> str:
         top = top.parent
     _, separator, rest = nodeid.partition("::")
     return f"{path.relative_to(top.parent).as_posix()}{separator}{rest}"
+
+
+# An absolute path inside a metadata string: a slash that starts a word, up to the next space or quote.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:~-])/[^\s'\"]*")
+
+
+def portable_metadata(value: Any, root: Path) -> Any:
+    """Returns report metadata with no absolute path in it, for a baseline that ships: a path under ``root`` (the
+    checkout) becomes relative to it, one inside a ``dsv41_rope`` package relative to the package's parent, and any
+    other keeps its last component (``--ulp-report /tmp/x/report`` -> ``--ulp-report report``).
+
+    Args:
+        value: the metadata, or any part of it (dicts, lists and strings are walked; other values kept).
+        root: the checkout the run was made in.
+    """
+    if isinstance(value, Mapping):
+        return {key: portable_metadata(item, root) for key, item in value.items()}
+    if isinstance(value, list):
+        return [portable_metadata(item, root) for item in value]
+    if not isinstance(value, str):
+        return value
+    prefix = root.resolve().as_posix().rstrip("/") + "/"
+
+    def relative(match: re.Match[str]) -> str:
+        path = match.group(0)
+        if (path + "/").startswith(prefix):
+            return path[len(prefix) :] or "."
+        if "/dsv41_rope/" in path + "/":
+            return path[path.rindex("/dsv41_rope") + 1 :]
+        return path.rstrip("/").rsplit("/", 1)[-1] or path
+
+    return _ABSOLUTE_PATH.sub(relative, value)
 
 
 def plain(value: Any) -> Any:

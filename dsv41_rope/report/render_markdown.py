@@ -30,12 +30,15 @@ _PNG_NOTES = {
     PNG_NOT_REQUESTED: "No plot: this summary was not written with `--ulp-report`.",
 }
 # The columns of a list of run descriptions in the metadata (the shards of a merged report).
-_RUN_COLUMNS = ("source", "hostname", "gpu", "torch", "triton", "git_commit", "kernel_sha256", "created", "command")
+_RUN_COLUMNS = (
+    "source", "hostname", "gpu", "torch", "triton", "hypothesis", "git_commit", "kernel_sha256", "created", "command",
+)  # fmt: skip
 
 
 def render_markdown(report: Report, comparison: BaselineComparison | None = None, png: str = PNG_NOT_REQUESTED) -> str:
-    """Returns the Markdown report: verdict, the metadata the tests added, the failed tests, group table, baseline
-    deltas, differing cases, histograms, run metadata.
+    """Returns the Markdown report: verdict, a warning when the baseline's hypothesis version is not the run's, the
+    metadata the tests added, the failed tests, group table, baseline deltas, differing cases, histograms, run
+    metadata.
 
     Args:
         report: the run.
@@ -44,6 +47,8 @@ def render_markdown(report: Report, comparison: BaselineComparison | None = None
     """
     groups = summarize_groups(report.cases.values())
     lines = ["## ulp drift", "", f"**{verdict(report, comparison)}**", ""]
+    if comparison is not None and comparison.hypothesis:
+        lines += [f"> **Warning:** {comparison.hypothesis} (docs/conformance.md).", ""]
     lines += _shard_lines(report.metadata)
     lines += _added_metadata_lines(report.metadata.get(FROM_TESTS) or {})
     lines += _failed_section(failed_tests(report))

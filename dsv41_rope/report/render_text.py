@@ -22,9 +22,11 @@ TERMINAL_HEADERS = (
 def render_terminal(
     report: Report, comparison: BaselineComparison | None = None, *, width: int = 120, max_listed: int = 20
 ) -> list[str]:
-    """Returns the terminal summary lines: the group table, its legend, the baseline deltas, the failed tests grouped
-    by test function and what failed them, and the verdict."""
-    lines = _group_lines(summarize_groups(report.cases.values()), width)
+    """Returns the terminal summary lines: a warning when the baseline's hypothesis version is not the run's, the
+    group table, its legend, the baseline deltas, the failed tests grouped by test function and what failed them, and
+    the verdict."""
+    lines = [f"WARNING: {comparison.hypothesis}"] if comparison is not None and comparison.hypothesis else []
+    lines += _group_lines(summarize_groups(report.cases.values()), width)
     lines += _completeness_lines(report.metadata.get(COMPLETENESS), width)
     if comparison is not None:
         lines += _baseline_lines(comparison, max_listed)

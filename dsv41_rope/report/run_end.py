@@ -10,6 +10,7 @@ never by raising from a hook, which would end in a raw traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,7 +23,7 @@ from dsv41_rope.report.added_metadata import FROM_TESTS, IMPLEMENTATION
 from dsv41_rope.report.baseline import BaselineComparison, compare_to_baseline
 from dsv41_rope.report.failed_tests import FAILED_TESTS, TESTS_FAILED
 from dsv41_rope.report.merge import merge_reports
-from dsv41_rope.report.model import Report
+from dsv41_rope.report.model import Report, portable_metadata
 from dsv41_rope.report.options import ReportOptions
 from dsv41_rope.report.output import append_step_summary, write_report
 from dsv41_rope.report.render_markdown import render_markdown
@@ -150,7 +151,8 @@ def write_outputs(
         paths, markdown = write_report(report, options.report_dir, comparison)
         written += paths
     if options.save_baseline_path is not None:
-        written.append(report.write_json(options.save_baseline_path))
+        metadata = portable_metadata(report.metadata, Path.cwd())
+        written.append(dataclasses.replace(report, metadata=metadata).write_json(options.save_baseline_path))
     if options.requested:
         append_step_summary(markdown if markdown is not None else render_markdown(report, comparison))
 

@@ -6,6 +6,11 @@ failed and skipped tests, and the run metadata the tests add; it passes records 
 (`dsv41_rope.report.xdist_transfer`) and, at the end of the run, merges, gates and writes the report
 (`dsv41_rope.report.run_end`). Which tests the run selected, and under pytest-split which group it ran, come from the
 selection recorder it registers (`dsv41_rope.report.selection`).
+
+Installed beside another project, the plugin loads in that project's sessions too, and stays out of them: a session
+that neither asked for the suite (``dsv41_rope.harness.under_test.suite_requested``: its tests, its options, its
+environment variables) nor recorded or added anything registers no selection recorder, attaches nothing to test
+reports, and builds, gates and writes no report.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from dsv41_rope.harness.under_test import suite_requested
 from dsv41_rope.report.added_metadata import FROM_TESTS, checked_value, merge_added
 from dsv41_rope.report.baseline import BaselineComparison
 from dsv41_rope.report.failed_tests import entry_of_report
@@ -55,6 +61,8 @@ class UlpDriftSession:
         self.config = config
         self.is_worker = hasattr(config, "workerinput")
         self.options = ReportOptions.from_config(config)
+        # Whether the session asked for the suite or the report; one that did not reports only what its tests record.
+        self.requested = self.options.requested or suite_requested(config)
         self.baseline = None if self.is_worker else self.options.load_baseline()
         self.histogram_edges: list[float] | None = None
         # Metadata added in this process (and, on the controller, streamed by workers).
@@ -81,8 +89,22 @@ class UlpDriftSession:
         self.written: list[Path] = []
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """Registers the selection recorder, placed among the plugins so that it sees the unsplit selection."""
-        self.selection_recorder = register_recorder(self.config)
+        """Registers the selection recorder, placed among the plugins so that it sees the unsplit selection (only in a
+        session that asked for the suite or the report)."""
+        if self.requested:
+            self.selection_recorder = register_recorder(self.config)
+
+    def used(self) -> bool:
+        """Whether there is anything to report: the session asked for it, or this process's tests (or, on the
+        controller, a worker's) recorded a case or added run metadata, or something went wrong."""
+        return bool(
+            self.requested
+            or self._local
+            or any(self._pending.values())
+            or self.added_metadata
+            or self.errors
+            or any(report.cases or report.metadata.get(FROM_TESTS) for report in self.inbox.reports.values())
+        )
 
     def own_selection(self) -> dict[str, Any]:
         """The selection and shard this process collected, as report metadata; empty before collection."""
@@ -132,6 +154,8 @@ class UlpDriftSession:
         report (`dsv41_rope.report.xdist_transfer`)."""
         made = yield
         if not self.is_worker or call.when != "teardown":
+            return
+        if not (self.requested or self._pending.get(item.nodeid) or self.added_metadata):
             return
         report = made.get_result()
         outcome = "failed" if report.failed else self._outcomes.get(item.nodeid, "unknown")
@@ -189,6 +213,8 @@ class UlpDriftSession:
             return
         if self.is_worker:
             self.outbox.send_report(self.config, self.local_report())
+            return
+        if not self.used():
             return
         self.unfinished = unfinished_tests(session, len(self._finished_tests))
         if self.unfinished:

@@ -44,7 +44,8 @@ def verdict_status(report: Report, comparison: BaselineComparison | None = None)
 
 
 def verdict(report: Report, comparison: BaselineComparison | None = None) -> str:
-    """Returns the one-line verdict: status, how the cases differ, and the baseline outcome.
+    """Returns the one-line verdict: status, how the cases differ, and the baseline outcome, with the hypothesis
+    versions when the run's and the baseline's differ (`dsv41_rope.report.baseline.hypothesis_note`).
 
     "allowed-only" cases differ only in kinds their comparison allows; "unexpected" ones differ in another kind.
     Records that carry an error summary (elementwise or norm-wise, e.g. ``fused-vs-truth``) are error measurements,
@@ -83,6 +84,8 @@ def verdict(report: Report, comparison: BaselineComparison | None = None) -> str
             f"baseline {comparison.baseline_path}: {len(comparison.regressions)} regressed, {len(comparison.new)} new,"
             f" {len(comparison.missing)} missing{strict}{outside}"
         )
+        if comparison.hypothesis:
+            baseline += f"; {comparison.hypothesis}"
     return f"ulp-drift verdict: {verdict_status(report, comparison)} - {text}; {baseline}"
 
 

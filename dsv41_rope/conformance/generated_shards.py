@@ -33,9 +33,13 @@ import pytest
 from dsv41_rope.conformance import strategies
 from dsv41_rope.conformance.cases import DTYPES
 from dsv41_rope.conformance.layouts import LayoutSpec
+from dsv41_rope.harness import backend
 
 # Each dtype x rank x direction is drawn in this many parts, of 1/PARTS of the profile's examples each.
 PARTS = 2
+# Under the interpreter an example costs tens of ms of Python a kernel program, so the default profile (ci) draws
+# this fraction of its examples there; the GPU, and the other profiles (gpu, thorough), draw them all.
+INTERPRETER_CI_FRACTION = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +127,8 @@ def run_shard(shard: Shard, check: Callable[[LayoutSpec, DriftTally], None], ulp
         check(spec, tally)
 
     examples = max(1, hypothesis.settings.default.max_examples // PARTS)
+    if backend.name() == "interpreter" and hypothesis.settings.get_current_profile_name() == "ci":
+        examples = max(1, int(examples * INTERPRETER_CI_FRACTION))
     generated_case = hypothesis.settings(hypothesis.settings.default, max_examples=examples)(generated_case)
     if hypothesis.settings.default.derandomize:
         generated_case = hypothesis.seed(shard.seed)(generated_case)

@@ -3,17 +3,20 @@
 import pytest
 
 from dsv41_rope.conformance import checks
-from dsv41_rope.conformance.cases import SHAPES, Case
+from dsv41_rope.conformance.cases import SHAPES, Case, runs_here
 
+# Every shape with copied channels, in every layout, dtype and direction (under the interpreter: its cover's).
 COPY_CASES = [
     pytest.param(case, id=f"{case.id}-random-bits")
-    for case in (
-        Case(dtype_name, shape_name, layout, inverse, "normal")
-        for dtype_name in ("bf16", "fp16", "fp32")
-        for shape_name, shape in SHAPES.items()
-        if 2 * shape.pairs < shape.cpu[-1]
-        for layout in shape.layouts
-        for inverse in (False, True)
+    for case in runs_here(
+        [
+            Case(dtype_name, shape_name, layout, inverse, "normal")
+            for dtype_name in ("bf16", "fp16", "fp32")
+            for shape_name, shape in SHAPES.items()
+            if 2 * shape.pairs < shape.cpu[-1]
+            for layout in shape.layouts
+            for inverse in (False, True)
+        ]
     )
 ]
 

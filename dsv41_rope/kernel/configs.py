@@ -99,8 +99,12 @@ def shares_frequencies(heads: int, block_rows: int) -> bool:
 def _interpreter_config(rows: int, channels: int, pairs: int) -> LaunchConfig:
     """Under the interpreter every program and chunk costs Python time, so programs are as large as a tile allows:
     the copied part in one chunk (a whole chunk where it is a power of two, else a masked one), the rotary block in
-    one, and as many rows as fit (the CPU suite runs the shared-frequency path through explicit configurations)."""
+    one, and as many rows as fit in 2**16 elements (at most ``ELEMENTS_PER_PROGRAM`` rows, the room ``MAX_ROWS``
+    leaves); the CPU suite runs the shared-frequency path and programs of a few rows through explicit configurations."""
+    # A CPU case's tensor (up to 24576 elements) is then one program: each costs nearly what a whole tensor does.
+    interpreter_elements = 2**16
     copy_channels = min(triton.next_power_of_2(max(channels - 2 * pairs, 1)), 1024)
     rotary_channels = min(triton.next_power_of_2(2 * pairs), 1024)
-    block_rows = min(ELEMENTS_PER_PROGRAM // max(copy_channels, rotary_channels), triton.next_power_of_2(rows))
+    widest = max(copy_channels, rotary_channels)
+    block_rows = min(interpreter_elements // widest, triton.next_power_of_2(rows), ELEMENTS_PER_PROGRAM)
     return LaunchConfig(max(block_rows, 1), copy_channels, rotary_channels, num_warps=4)

@@ -18,6 +18,27 @@ import torch
 from dsv41_rope.harness import backend
 from dsv41_rope.oracle.rounding import INTEGER_VIEW
 
+__all__ = [
+    "DTYPES",
+    "FINITE_REGIMES",
+    "INTERPRETER_FULL_SHAPE",
+    "MANTISSA_BITS",
+    "REGIMES",
+    "ROPE_BASE",
+    "SHAPES",
+    "Case",
+    "Shape",
+    "all_cases",
+    "case_params",
+    "huge_angles",
+    "in_interpreter_cover",
+    "make_angles",
+    "make_values",
+    "regime_values",
+    "rope_angles",
+    "runs_here",
+]
+
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 MANTISSA_BITS = {torch.bfloat16: 7, torch.float16: 10, torch.float32: 23}
 ROPE_BASE = 10000.0

@@ -1,13 +1,11 @@
 """The checks behind the conformance suites, shared with the gating-power test that mutates the kernel.
 
-Each check runs one case through the implementation under test (``dsv41_rope.harness.implementation``: the project's
-kernel, any other function with its contract, or a kernel module such as a mutated copy of the kernel), compares bits
-against a reference, records the comparison in the ulp-drift report when given the ``ulp_drift`` fixture, and raises
-``dsv41_rope.harness.failures.ConformanceFailure`` (an ``AssertionError``) with a one-line, LLVM-libc-style message on
-failure: the case, the comparison, how many elements differ of how many, and for each kind of difference the first
-element's coordinates, input bits, the bits it got and the bits expected (``dsv41_rope.conformance.comparisons``). Under
-Triton's interpreter, a failure of another implementation in a dtype whose casts the interpreter gets wrong says so
-(``dsv41_rope.conformance.comparisons.interpreter_caveat``).
+Each check runs one case through the implementation under test (``harness.implementation``: the project's kernel,
+another function with its contract, or a mutated copy of the kernel), compares bits against a reference, records the
+comparison in the ulp-drift report when given the ``ulp_drift`` fixture, and raises ``ConformanceFailure`` (an
+``AssertionError``) with a one-line, LLVM-libc-style message: the case, the comparison, how many elements differ, and
+for each kind of difference the first element's coordinates, input bits, got and expected (``comparisons``). Under
+Triton's interpreter, a failure of another implementation in a dtype whose casts the interpreter gets wrong says so.
 
 The references never come from the implementation judged. The eager reference is the project's
 ``dsv41_rope.kernel.apply_rope_eager``, imported by that name (:func:`eager_reference`). The oracle emulates the
@@ -53,23 +51,42 @@ from dsv41_rope.oracle import truth as oracle_truth
 from dsv41_rope.oracle import ulp
 from dsv41_rope.oracle.rounding import INTEGER_VIEW, bits
 
-SAMPLED_POSITIONS = 32
+__all__ = [
+    "AUTOGRAD_NORMALIZATION",
+    "contraction_of",
+    "copied_channels_are_copies",
+    "describe_contraction",
+    "eager_reference",
+    "error_within_bound",
+    "forward_matches_eager",
+    "forward_matches_oracle",
+    "gradient_is_conjugate_rotation",
+    "in_place_matches",
+    "kernel_frequencies_of",
+    "on_cpu",
+    "oracle_matches_eager",
+    "positions",
+    "raised_by",
+    "rejects_what_eager_rejects",
+]
+
+_SAMPLED_POSITIONS = 32
 # Norm-wise error bound vs the float64 truth, in ulps of the pair magnitude in the output dtype. Derivation
 # (docs/conformance.md): the final rounding costs at most 0.5 ulp; everything before it happens in float32 with
 # cos/sin within 2 float32 ulps (torch.polar on CUDA and glibc), one rounded product and one fma, at most
 # (2 sqrt(2) + 2) * 2**-24 * |pair| together; a part contracted "none" rounds both products and adds, one rounding
 # more. That is <= 0.004 ulp of BF16/FP16, and below 5 (6 with a "none" part) float32 ulps.
-NORMWISE_BOUND = {"bf16": 0.504, "fp16": 0.504, "fp32": 5.0}
-NORMWISE_BOUND_FP32_UNFUSED = 6.0
+_NORMWISE_BOUND = {"bf16": 0.504, "fp16": 0.504, "fp32": 5.0}
+_NORMWISE_BOUND_FP32_UNFUSED = 6.0
 # Where the gradient is also computed for other values: a backward that read the forward's values would differ on
 # normal values, and on special ones its NaNs and infinities would spread; the other regimes add only CPU time.
-VALUE_INDEPENDENCE_REGIMES = ("normal", "special")
+_VALUE_INDEPENDENCE_REGIMES = ("normal", "special")
 # The differences autograd's accumulation of zero-filled partial gradients makes: allowed against eager backwards.
 AUTOGRAD_NORMALIZATION = ("signed-zero", "nan-bits")
 
 
 @dataclasses.dataclass
-class ForwardRun:
+class _ForwardRun:
     """One forward call of the implementation under test on a case's inputs."""
 
     values: torch.Tensor
@@ -89,7 +106,7 @@ def eager_reference(values: torch.Tensor, angles: torch.Tensor, inverse: bool = 
     return apply_rope_eager(values, angles, inverse=inverse)
 
 
-def run_forward(case: Case, device: torch.device, implementation: Judged) -> ForwardRun:
+def _run_forward(case: Case, device: torch.device, implementation: Judged) -> _ForwardRun:
     """Call the implementation on the case's inputs and check that the inputs were left untouched."""
     values = make_values(case, device)
     angles = make_angles(case, device)
@@ -97,10 +114,10 @@ def run_forward(case: Case, device: torch.device, implementation: Judged) -> For
     output = judged(implementation).forward(values, angles, case.inverse)
     assert_unwritten(case.id, "values", values, values_before)
     assert_unwritten(case.id, "angles", angles, angles_before)
-    return ForwardRun(values, angles, output)
+    return _ForwardRun(values, angles, output)
 
 
-def frequencies_of(angles: torch.Tensor) -> torch.Tensor:
+def _frequencies_of(angles: torch.Tensor) -> torch.Tensor:
     """The frequencies exactly as the eager path computes them, on the angles' device."""
     return torch.polar(torch.ones_like(angles), angles)
 
@@ -112,10 +129,10 @@ def kernel_frequencies_of(angles: torch.Tensor, implementation: Judged) -> torch
     forced, whose cos/sin are numpy's (``sin x = x`` for subnormal x)."""
     kernel = judged(implementation).kernel
     if kernel is None:
-        return frequencies_of(angles)
+        return _frequencies_of(angles)
     settings = kernel.settings(angles.device)
     if not (settings.in_kernel_frequencies and angles.device.type == "cpu"):
-        return frequencies_of(angles)
+        return _frequencies_of(angles)
     array = angles.detach().contiguous().numpy()
     subnormal = (np.abs(array) < np.finfo(np.float32).tiny) | (array == 0)
     with np.errstate(all="ignore"):
@@ -145,9 +162,9 @@ def describe_contraction(device: torch.device) -> str:
 
 def positions(sequence: int, device: torch.device) -> torch.Tensor | None:
     """Positions checked against the CPU references: all under the interpreter, first and last 32 on a GPU."""
-    if device.type == "cpu" or sequence <= 2 * SAMPLED_POSITIONS:
+    if device.type == "cpu" or sequence <= 2 * _SAMPLED_POSITIONS:
         return None
-    return torch.cat([torch.arange(SAMPLED_POSITIONS), torch.arange(sequence - SAMPLED_POSITIONS, sequence)])
+    return torch.cat([torch.arange(_SAMPLED_POSITIONS), torch.arange(sequence - _SAMPLED_POSITIONS, sequence)])
 
 
 def on_cpu(tensor: torch.Tensor, chosen: torch.Tensor | None) -> torch.Tensor:
@@ -163,7 +180,7 @@ def forward_matches_oracle(
 ) -> None:
     """The forward equals the oracle's reproduction of CUDA eager in the device's contraction variant, fed the
     frequencies the implementation uses."""
-    run = run_forward(case, device, implementation)
+    run = _run_forward(case, device, implementation)
     chosen = positions(run.values.shape[1], device)
     values = on_cpu(run.values, chosen)
     frequencies = on_cpu(kernel_frequencies_of(run.angles, implementation), chosen)
@@ -177,12 +194,12 @@ def forward_matches_eager(
     case: Case, device: torch.device, implementation: Judged, ulp_drift=None, *, prefix: str = ""
 ) -> None:
     """The forward equals PyTorch's eager path on the same device, every element."""
-    run = run_forward(case, device, implementation)
+    run = _run_forward(case, device, implementation)
     expected = eager_reference(run.values, run.angles, case.inverse)
     assert_bits(ulp_drift, f"{prefix}fused-vs-eager", case, device, run.output, expected, values=run.values)
 
 
-def values_with_random_leading_bits(case: Case, device: torch.device) -> torch.Tensor:
+def _values_with_random_leading_bits(case: Case, device: torch.device) -> torch.Tensor:
     """The case's values with random bit patterns (NaN payloads and signalling NaNs among them) in every channel
     before the rotary block."""
     values = make_values(case, device)
@@ -198,7 +215,7 @@ def values_with_random_leading_bits(case: Case, device: torch.device) -> torch.T
 @caveated
 def copied_channels_are_copies(case: Case, device: torch.device, implementation: Judged, ulp_drift=None) -> None:
     """Channels before the rotary block are bit copies, NaN payloads and signalling NaNs included."""
-    values = values_with_random_leading_bits(case, device)
+    values = _values_with_random_leading_bits(case, device)
     leading = values.shape[-1] - 2 * case.shape.pairs
     output = judged(implementation).forward(values, make_angles(case, device), case.inverse)
     assert_bits(ulp_drift, "copied-vs-input", case, device, output[..., :leading], values[..., :leading])
@@ -209,7 +226,7 @@ def in_place_matches(case: Case, device: torch.device, implementation: Judged, u
     """The in-place function returns ``values`` itself with the out-of-place function's bits in the rotary channels
     (the oracle's, and eager's on a GPU) and every channel before them untouched, whatever its bits."""
     implementation = judged(implementation)
-    values = values_with_random_leading_bits(case, device)
+    values = _values_with_random_leading_bits(case, device)
     angles = make_angles(case, device)
     before, angles_before = values.clone(), angles.clone()
     leading = values.shape[-1] - 2 * case.shape.pairs
@@ -261,7 +278,7 @@ def gradient_is_conjugate_rotation(
     allow = () if implementation.is_project_kernel else AUTOGRAD_NORMALIZATION
     assert_bits(ulp_drift, comparison, case, device, gradient, rotated_back, values=grad_output, allow=allow)
 
-    if case.regime in VALUE_INDEPENDENCE_REGIMES:
+    if case.regime in _VALUE_INDEPENDENCE_REGIMES:
         other_leaf = make_values(case, device, salt=2).detach().requires_grad_(True)
         other_output = implementation.forward(other_leaf, angles, case.inverse)
         (other,) = torch.autograd.grad(other_output, other_leaf, grad_output)
@@ -290,9 +307,9 @@ def gradient_is_conjugate_rotation(
 def error_within_bound(
     case: Case, device: torch.device, implementation: Judged, ulp_drift=None, *, prefix: str = ""
 ) -> None:
-    """Error against the float64 truth: norm-wise within ``NORMWISE_BOUND``; elementwise reported, not bounded
+    """Error against the float64 truth: norm-wise within ``_NORMWISE_BOUND``; elementwise reported, not bounded
     (it is unbounded near cancellation, when a rotated value is close to 0 while its pair is not)."""
-    run = run_forward(case, device, implementation)
+    run = _run_forward(case, device, implementation)
     chosen = positions(run.values.shape[1], device)
     pairs = case.shape.pairs
     truth = oracle_truth.apply_rope(on_cpu(run.values, chosen), on_cpu(run.angles, chosen), inverse=case.inverse)
@@ -300,9 +317,9 @@ def error_within_bound(
     elementwise = ulp.summarize(ulp.error(rotated, rotated_truth))
     normwise_errors = ulp.normwise_error(rotated, rotated_truth)
     normwise = ulp.summarize(normwise_errors)
-    bound = NORMWISE_BOUND[case.dtype_name]
+    bound = _NORMWISE_BOUND[case.dtype_name]
     if case.dtype_name == "fp32" and "none" in contraction_of(device):
-        bound = NORMWISE_BOUND_FP32_UNFUSED
+        bound = _NORMWISE_BOUND_FP32_UNFUSED
     if ulp_drift is not None:
         ulp_drift.record(
             comparison=f"{prefix}fused-vs-truth",
@@ -341,7 +358,7 @@ def oracle_matches_eager(case: Case, device: torch.device, ulp_drift=None) -> No
     eager = eager_reference(leaf, angles, case.inverse)
     (eager_gradient,) = torch.autograd.grad(eager, leaf, grad_output)
     chosen = positions(values.shape[1], device)
-    frequencies = on_cpu(frequencies_of(angles), chosen)
+    frequencies = on_cpu(_frequencies_of(angles), chosen)
     contraction = contraction_of(device)
     cpu_values = on_cpu(values, chosen)
     expected = oracle_eager.apply_rope(cpu_values, frequencies, inverse=case.inverse, contraction=contraction)

@@ -25,6 +25,18 @@ from dsv41_rope.harness.implementation import Judged, judged
 from dsv41_rope.oracle import ulp
 from dsv41_rope.oracle.rounding import bits, unsigned_bits
 
+__all__ = [
+    "OVER_THE_BOUND",
+    "assert_bits",
+    "assert_unwritten",
+    "caveated",
+    "describe_mismatch",
+    "hex_of",
+    "interpreter_caveat",
+    "record",
+    "unravel",
+]
+
 # How a failure names each kind of difference (`dsv41_rope.report.failed_tests.what_failed` reads them back).
 MISMATCHES, NAN_BIT_DIFFERENCES, SIGNED_ZERO_DIFFERENCES = (
     "bit mismatches",

@@ -23,6 +23,16 @@ from dsv41_rope.harness.implementation import Implementation, Judged, judged
 from dsv41_rope.oracle import eager as oracle_eager
 from dsv41_rope.oracle.rounding import bits
 
+__all__ = [
+    "GENERATED_BACKWARD_VS_EAGER",
+    "GENERATED_BACKWARD_VS_ORACLE",
+    "GENERATED_FORWARD_VS_EAGER",
+    "GENERATED_FORWARD_VS_ORACLE",
+    "GENERATED_IN_PLACE_VS_EAGER",
+    "GENERATED_IN_PLACE_VS_ORACLE",
+    "check_generated_case",
+]
+
 # Their comparisons carry their own labels, so that the ulp-drift report shows them in rows of their own.
 GENERATED_FORWARD_VS_ORACLE = "generated-fused-vs-oracle"
 GENERATED_BACKWARD_VS_ORACLE = "generated-backward-vs-oracle"

@@ -35,6 +35,8 @@ from dsv41_rope.conformance.cases import DTYPES
 from dsv41_rope.conformance.layouts import LayoutSpec
 from dsv41_rope.harness import backend
 
+__all__ = ["INTERPRETER_CI_FRACTION", "PARTS", "SHARDS", "DriftTally", "Shard", "run_shard", "shard_params"]
+
 # Each dtype x rank x direction is drawn in this many parts, of 1/PARTS of the profile's examples each.
 PARTS = 2
 # Under the interpreter an example costs tens of ms of Python a kernel program, so the default profile (ci) draws

@@ -24,6 +24,8 @@ import torch
 
 from dsv41_rope.conformance.cases import DTYPES, huge_angles, regime_values, rope_angles
 
+__all__ = ["ANGLE_KINDS", "GeneratedInputs", "LayoutSpec", "StridedLayout", "angle_values", "build_inputs"]
+
 ANGLE_KINDS = ("rope", "huge")
 # Position offsets of the batch rows are below this (as in cases.make_angles), so batch rows get different angles.
 _POSITION_OFFSETS = 4096

@@ -21,6 +21,23 @@ from hypothesis import strategies as st
 from dsv41_rope.conformance.cases import REGIMES
 from dsv41_rope.conformance.layouts import ANGLE_KINDS, LayoutSpec, StridedLayout
 
+__all__ = [
+    "LARGER_CHANNELS",
+    "MAX_PADDING",
+    "MAX_STEP",
+    "MAX_STORAGE_ELEMENTS",
+    "MAX_STORAGE_OFFSET",
+    "MAX_VIEW_ELEMENTS",
+    "VALUE_REGIMES",
+    "angle_tables",
+    "channel_counts",
+    "gradient_layouts",
+    "layout_specs",
+    "storage_orders",
+    "strided_views",
+    "value_shapes",
+]
+
 MAX_VIEW_ELEMENTS = 1536
 MAX_STORAGE_ELEMENTS = 16384
 # The value regimes of the fixed matrix; huge angles are an angle kind of their own here.

@@ -22,6 +22,20 @@ from pathlib import Path
 
 from dsv41_rope.report import failure_entry, grouped_lines
 
+__all__ = [
+    "SLICE",
+    "SLICE_CASES",
+    "SLICE_MODULES",
+    "SUITE",
+    "TIMED_OUT",
+    "WRONG",
+    "Outcome",
+    "judge",
+    "main",
+    "passing_counts",
+    "slice_args",
+]
+
 SUITE = Path(__file__).resolve().parents[1]
 # One small case, both regimes where the defects show (normal values; NaN payloads and signed zeros), both angle
 # layouts, in the suites every implementation answers to: forward bits, copied channels, gradient, error.

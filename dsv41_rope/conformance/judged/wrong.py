@@ -12,6 +12,8 @@ import torch
 
 from dsv41_rope import kernel as kernel
 
+__all__ = ["backward_without_conjugate", "canonical_nan_copies", "product_in_bf16", "rotates_leading_channels"]
+
 
 def rotates_leading_channels(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
     """Rotates the first ``2 * pairs`` channels and copies the others: the channels are rolled around the kernel."""

@@ -227,17 +227,24 @@ def triton_copy(values: torch.Tensor) -> torch.Tensor:
     return output
 
 
-def import_source(source: str, directory: Path, name: str) -> ModuleType:
-    """Import ``source`` as module ``name`` from a file written into ``directory`` (Triton reads a kernel's source
-    through ``inspect``, so a kernel cannot come from a string alone). The module stays in ``sys.modules``: its
-    dataclasses look it up."""
-    path = directory / f"{name}.py"
-    path.write_text(source)
+def import_file(path: Path, name: str) -> ModuleType:
+    """Import the Python file at ``path`` as module ``name``. The module stays in ``sys.modules``: its dataclasses look
+    it up."""
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def import_source(source: str, directory: Path, name: str) -> ModuleType:
+    """Import ``source`` as module ``name`` from a file written into ``directory`` (Triton reads a kernel's source
+    through ``inspect``, so a kernel cannot come from a string alone)."""
+    path = directory / f"{name}.py"
+    path.write_text(source)
+    return import_file(path, name)
 
 
 def cuda_available(program: str) -> bool:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import importlib.util
 import itertools
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from benchmarks.common import import_file
 
 __all__ = ["KernelSource", "load_kernel"]
 
@@ -52,19 +52,6 @@ class KernelSource:
         return self.rope_kernel.fn.__name__
 
 
-def _load_file(path: Path) -> ModuleType:
-    """Imports a single-file kernel as a module of a name of its own (kept in ``sys.modules``: its dataclasses look
-    their module up)."""
-    name = f"kernel_source_{path.stem}_{next(_LOADED)}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{path} cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def load_kernel(path: Path) -> KernelSource:
     """Imports the kernel source at ``path``, a kernel package directory or a single-file kernel, as a fresh module.
 
@@ -82,6 +69,6 @@ def load_kernel(path: Path) -> KernelSource:
         rotary = importlib.import_module(f"{package.__name__}.rotary_kernel")
         return KernelSource(path, package, rotary.rope_kernel, launch.make_plan, launch.KernelSettings, digest)
     if path.is_file() and path.suffix == ".py":
-        module = _load_file(path)
+        module = import_file(path, f"kernel_source_{path.stem}_{next(_LOADED)}")
         return KernelSource(path, module, module._rope_kernel, module._make_plan, module.KernelSettings, digest)
     raise FileNotFoundError(f"{path}: neither a kernel package directory (with __init__.py) nor a single .py file")

@@ -150,7 +150,7 @@ def test_the_xdist_controller_imports_no_torch(tmp_path: Path) -> None:
         "controller_modules",
         "-p",
         "no:cacheprovider",
-        "dsv41_rope/conformance/test_dispatch.py",
+        "dsv41_rope/conformance/kernel_self_tests/test_dispatch.py",
         "-k",
         "test_output_is_new_contiguous_storage",
         "--ulp-report",

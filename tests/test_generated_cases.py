@@ -1,6 +1,6 @@
 """The machinery of the generated conformance cases: layout specs and the code that rebuilds them, the strategies,
 the shards, and the tally that records a hypothesis run in the ulp-drift report. (That the generated-case check
-fails on the faults it is there to find: dsv41_rope/conformance/test_generated_checks.py.)"""
+fails on the faults it is there to find: dsv41_rope/conformance/kernel_self_tests/test_generated_checks.py.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Choosing the implementation under test: ``--rope-impl`` and its environment variables, a usage error that names
-what was looked up when the name cannot be judged, and what another implementation skips, saying why.
+what was looked up when the name cannot be judged, the project kernel's self-tests collected for it alone, and what
+another implementation skips, saying why.
 
 The runs name the suite's plugin explicitly (``-p``), as where the distribution is not installed. Runs that stop at a
 usage error run in this process (pytester), on modules that import nothing; a run that imports kernels runs in a
@@ -26,7 +27,8 @@ FOREIGN = "dsv41_rope.conformance.judged.wrong:backward_without_conjugate"
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytester, with no selection or CI page inherited from the outer run, and the checkout importable."""
-    for variable in ("DSV41_ROPE_IMPL", "DSV41_ROPE_IMPL_IN_PLACE", "DSV41_ROPE_IMPL_CLAIMS", "GITHUB_STEP_SUMMARY"):
+    variables = ("DSV41_ROPE_IMPL", "DSV41_ROPE_IMPL_IN_PLACE", "DSV41_ROPE_IMPL_CLAIMS", "DSV41_ROPE_REFERENCE")
+    for variable in (*variables, "GITHUB_STEP_SUMMARY"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     return pytester
@@ -130,7 +132,6 @@ def test_the_environment_names_the_implementation_when_the_option_does_not(suite
 
 # One test of each kind another implementation does not answer to, and one it does.
 SKIPPED_FOR_ANOTHER = {
-    "test_dispatch.py::test_empty_sequence": "checks the project kernel's internals (dsv41_rope.kernel); " + FOREIGN,
     "test_in_place.py::test_version_counter_is_bumped": "no in-place function is judged for " + FOREIGN,
     "test_integration.py::test_compile_fullgraph_gives_eager_mode_bits[bf16-static-shapes]": (
         f"{FOREIGN} does not claim compile"
@@ -138,7 +139,20 @@ SKIPPED_FOR_ANOTHER = {
 }
 
 
-def test_another_implementation_skips_the_kernels_internals_saying_why(suite):
+def _collected(suite: pytest.Pytester, *arguments: str) -> list[str]:
+    result = suite.runpytest_subprocess(*PLUGIN, "--co", "-q", *arguments, str(SUITE))
+    return [line for line in result.stdout.lines if "::" in line]
+
+
+def test_the_kernels_self_tests_are_collected_for_the_project_kernel_alone(suite):
+    """Another implementation's run collects none of them: they judge nothing of it, and would only read as skips."""
+    own = _collected(suite, "-k", "test_empty_sequence or test_version_counter_is_bumped")
+    assert any("kernel_self_tests/test_dispatch.py::test_empty_sequence" in test for test in own), own
+    foreign = _collected(suite, "--rope-impl", FOREIGN, "-k", "test_empty_sequence or test_version_counter_is_bumped")
+    assert foreign and not any("kernel_self_tests" in test for test in foreign), foreign
+
+
+def test_another_implementation_skips_what_it_does_not_answer_to_saying_why(suite):
     selected = [str(SUITE / nodeid) for nodeid in SKIPPED_FOR_ANOTHER]
     selected.append(str(SUITE / "test_bad_input.py::test_valid_call_does_not_write_inputs"))
     result = suite.runpytest_subprocess(*PLUGIN, "-rs", "--rope-impl", FOREIGN, *selected)
@@ -146,4 +160,5 @@ def test_another_implementation_skips_the_kernels_internals_saying_why(suite):
     skipped = "\n".join(line for line in result.stdout.lines if line.startswith("SKIPPED"))
     for reason in SKIPPED_FOR_ANOTHER.values():
         assert reason in skipped, skipped
+    assert "project kernel's internals" not in skipped, skipped
     assert f"dsv41-rope: judging {FOREIGN}" in result.stdout.str()

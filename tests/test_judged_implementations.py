@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
-from dsv41_rope.conformance.judged.run import SLICE, WRONG, Outcome, judge, passing_counts
+from dsv41_rope.conformance.judged.run import PLAIN_WRONG, SLICE, WRONG, Outcome, judge, passing_counts
 from dsv41_rope.harness import backend
 from dsv41_rope.harness.provenance import kernel_sha256
 from dsv41_rope.report import what_failed
@@ -55,6 +56,35 @@ EXPECTED_FAILURES = {
 }
 
 
+# The plain PyTorch ones are held to the eager path of the device they run on: the oracle's emulation of eager CUDA on a
+# GPU (with eager itself), the CPU's eager path on a CPU.
+HELD_TO = "oracle" if backend.name() == "cuda" else "eager"
+ON_A_GPU = (
+    {"test_fused_equals_torch_eager": (f"fused-vs-eager: {BITS}", {NORMAL, SPECIAL})} if HELD_TO == "oracle" else {}
+)
+PLAIN_EXPECTED_FAILURES = {
+    "rotates_leading_channels": {
+        "test_fused_equals_oracle": (f"fused-vs-{HELD_TO}: {BITS}", {NORMAL, SPECIAL}),
+        **ON_A_GPU,
+        "test_copied_channels_are_bit_copies": (f"copied-vs-input: {BITS}", {NORMAL}),
+        "test_normwise_error_within_bound": (OVER_BOUND, {NORMAL}),
+        # Autograd's gradient of its own forward is that forward's conjugate rotation: its reference's backward
+        # catches it.
+        "test_gradient_is_conjugate_rotation": (f"backward-vs-{HELD_TO}: {BITS}", {NORMAL, SPECIAL}),
+    },
+    "forgets_the_conjugate": {
+        "test_fused_equals_oracle": (f"fused-vs-{HELD_TO}: {BITS}", {NORMAL, SPECIAL}),
+        **ON_A_GPU,
+        "test_normwise_error_within_bound": (OVER_BOUND, {NORMAL}),
+        "test_gradient_is_conjugate_rotation": (f"backward-vs-conjugate: {BITS}", {NORMAL, SPECIAL}),
+    },
+    "nan_with_a_payload": {
+        "test_fused_equals_oracle": (f"fused-vs-{HELD_TO}: {NAN_BITS}", {SPECIAL}),
+        **({"test_fused_equals_torch_eager": (f"fused-vs-eager: {NAN_BITS}", {SPECIAL})} if ON_A_GPU else {}),
+    },
+}
+
+
 def _function_and_regime(nodeid: str) -> tuple[str, str]:
     name = nodeid.rsplit("::", 1)[-1]
     regime = NORMAL if NORMAL in name else SPECIAL if SPECIAL in name else "?"
@@ -83,6 +113,26 @@ def test_wrong_implementation_fails_for_its_defect_alone(name, tmp_path):
     assert outcome.exit_status == 1, outcome.summary()
     assert sum(passing_counts(backend.name()).values()) == len(outcome.tests), outcome.summary()
     assert _unexpected(outcome, EXPECTED_FAILURES[name]) == [], outcome.summary()
+
+
+@pytest.mark.parametrize("name", list(PLAIN_WRONG))
+def test_wrong_plain_pytorch_implementation_fails_for_its_defect_alone(name, tmp_path):
+    outcome = judge(PLAIN_WRONG[name], tmp_path)
+    assert outcome.exit_status == 1, outcome.summary()
+    assert sum(passing_counts(backend.name()).values()) == len(outcome.tests), outcome.summary()
+    assert _unexpected(outcome, PLAIN_EXPECTED_FAILURES[name]) == [], outcome.summary()
+    report = json.loads((tmp_path / "report" / "ulp-drift.json").read_text())
+    held_to = "eager CUDA" if HELD_TO == "oracle" else "eager on the CPU"
+    assert list(report["metadata"]["from_tests"]["references"]) == [held_to]
+    failures = report["metadata"]["failed_tests"].values()
+    against_references = [failure for failure in failures if re.match(r"[\w-]+-vs-(eager|oracle):", failure["what"])]
+    assert against_references and all(f"; held to {held_to}" in failure["message"] for failure in against_references)
+
+
+def test_correct_plain_pytorch_implementation_passes_the_slice(tmp_path):
+    outcome = judge("dsv41_rope.conformance.judged.plain:rope", tmp_path)
+    assert outcome.exit_status == 0, outcome.summary()
+    assert outcome.counts == passing_counts(backend.name()), outcome.summary()
 
 
 def test_correct_kernel_under_another_module_name_passes_the_slice(tmp_path):

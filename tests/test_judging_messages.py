@@ -12,7 +12,7 @@ import pytest
 import torch
 import triton
 
-from dsv41_rope.conformance import checks
+from dsv41_rope.conformance import checks, rejections
 from dsv41_rope.conformance.cases import Case
 from dsv41_rope.conformance.comparisons import assert_bits, interpreter_caveat
 from dsv41_rope.harness import backend
@@ -85,11 +85,11 @@ def test_an_input_eager_rejects_and_the_implementation_accepts_says_what_eager_r
     monkeypatch.syspath_prepend(str(tmp_path))
     values, zero_pairs = torch.ones(1, 4, 2, 16, dtype=torch.bfloat16), torch.zeros(1, 4, 0)
     with pytest.raises(ConformanceFailure) as failure:
-        checks.rejects_what_eager_rejects(load("accepting_rope:rope"), values, zero_pairs, False)
+        rejections.rejects_what_eager_rejects(load("accepting_rope:rope"), values, zero_pairs, False)
     assert failure.value.what == "bad input: accepted an input eager rejects"
     message = str(failure.value)
     assert message.startswith("accepting_rope:rope accepted an input eager rejects (eager raised ")
-    assert str(checks.raised_by(checks.eager_reference, values, zero_pairs, False)) in message
+    assert str(rejections.raised_by(checks.eager_reference, values, zero_pairs, False)) in message
 
 
 def test_a_function_without_inverse_rejects_nothing(tmp_path, monkeypatch) -> None:
@@ -97,11 +97,11 @@ def test_a_function_without_inverse_rejects_nothing(tmp_path, monkeypatch) -> No
     monkeypatch.syspath_prepend(str(tmp_path))
     values, zero_pairs = torch.ones(1, 4, 2, 16, dtype=torch.bfloat16), torch.zeros(1, 4, 0)
     implementation = load("positional_rope:rope")
-    assert isinstance(checks.raised_by(implementation.forward, values, zero_pairs, False), TypeError)
+    assert isinstance(rejections.raised_by(implementation.forward, values, zero_pairs, False), TypeError)
     with pytest.raises(
         ConformanceFailure, match=r"positional_rope:rope cannot be called as the suite calls it: .*inverse"
     ):
-        checks.rejects_what_eager_rejects(implementation, values, zero_pairs, False)
+        rejections.rejects_what_eager_rejects(implementation, values, zero_pairs, False)
 
 
 @pytest.fixture
@@ -131,9 +131,9 @@ def test_a_triton_kernels_bf16_failure_under_the_interpreter_says_it_may_be_the_
     if "bf16" not in backend.interpreter_cast_problems():
         pytest.skip(f"Triton {triton.__version__}'s interpreter casts float32 to bf16 exactly")
     assert triton_rope.runs_triton_kernels
-    checks.forward_matches_oracle(Case("fp32", "pairs1", "contiguous", False, "normal"), CPU, triton_rope)
+    checks.forward_matches_reference(Case("fp32", "pairs1", "contiguous", False, "normal"), CPU, triton_rope)
     with pytest.raises(ConformanceFailure) as failure:
-        checks.forward_matches_oracle(CASE, CPU, triton_rope)
+        checks.forward_matches_reference(CASE, CPU, triton_rope)
     message = str(failure.value)
     assert " bit mismatches (max 1 ulp) of 768 elements, first at " in message
     assert message.endswith(

@@ -9,7 +9,7 @@
 #   suite        ./run conformance, gated by the accepted CUDA baseline; its report in OUT_DIR/report/ and this run
 #                as a candidate baseline, OUT_DIR/ulp-drift-cuda.json
 #   same_cases   python -m tools.same_cases: the suite's cases against the accepted CUDA baseline's, number for number
-#   vendoring    the vendored copy's bits on the GPU: python -m pytest dsv41_rope/conformance/test_vendoring.py
+#   vendoring    the vendored copy's bits on the GPU: python -m pytest dsv41_rope/conformance/kernel_self_tests/test_vendoring.py
 #   memcheck     compute-sanitizer memcheck over python -m tools.memcheck (skipped without compute-sanitizer)
 #   two_gpus     python -m tools.two_gpus (skipped with fewer than two GPUs)
 #   against      the speed gate, python -m benchmarks.run --against "$PREVIOUS" (run when PREVIOUS is set)
@@ -27,6 +27,8 @@
 #   STEPS        the steps to run, space-separated (default: every step above that applies)
 #   SUITE_ARGS   extra pytest arguments for the suite (e.g. "-k forward_bits"); same_cases then lists the cases the
 #                selection left out without failing on them
+#   SAME_CASES_ARGS  extra arguments for tools.same_cases (e.g. "--allow-new --moved OLD=NEW" when a change adds
+#                cases or moves a test file)
 #   DSV41_BASELINE  the accepted baseline (default dsv41_rope/baselines/ulp-drift-cuda.json)
 #   ENVIRONMENT_SECONDS, SUITE_SECONDS, SAME_CASES_SECONDS, VENDORING_SECONDS, MEMCHECK_SECONDS, TWO_GPUS_SECONDS,
 #   AGAINST_SECONDS, BENCH_SECONDS: the steps' time limits (defaults 120, 1500, 60, 300, 600, 300, 600, 600). A step
@@ -114,11 +116,12 @@ raise SystemExit(0 if gpus else 1)' || { note "no CUDA device, or no torch and t
         same_cases)
             strict=--strict
             if [ -n "${SUITE_ARGS:-}" ]; then strict=; fi
+            # shellcheck disable=SC2086  # SAME_CASES_ARGS is a list of arguments
             step same_cases "${SAME_CASES_SECONDS:-60}" "$PYTHON" -m tools.same_cases "$baseline" \
-                "$out/report/ulp-drift.json" --label "against the accepted CUDA baseline" $strict ;;
+                "$out/report/ulp-drift.json" --label "against the accepted CUDA baseline" $strict ${SAME_CASES_ARGS:-} ;;
         vendoring)
             step vendoring "${VENDORING_SECONDS:-300}" "$PYTHON" -m pytest -q -p no:cacheprovider -rfE \
-                dsv41_rope/conformance/test_vendoring.py ;;
+                dsv41_rope/conformance/kernel_self_tests/test_vendoring.py ;;
         memcheck)
             if command -v compute-sanitizer > /dev/null; then
                 step memcheck "${MEMCHECK_SECONDS:-600}" compute-sanitizer --tool memcheck --error-exitcode 1 \

@@ -4,6 +4,11 @@ A case's id reads like its specification (``bf16-4d-transposed-inverse-output-in
 inputs, so a case sees the same values under any xdist split. Shapes are the DeepSeek V4.1 Flash family (4096 local
 tokens) at full size on a GPU and with short sequences and fewer heads under the CPU interpreter, plus edge shapes
 that are the same everywhere. A GPU runs the whole matrix; the interpreter a cover of it (:func:`runs_here`).
+
+Beside the matrix, :func:`input_class_cases` crosses every other input class the API accepts (angles in float64,
+angles that need a gradient, every broadcast form of the angles) and the value classes where rounding and cos/sin
+meet their edges (exact ties of the final rounding, subnormal angles) with every dtype and both directions, on small
+shapes, the same on every backend (docs/conformance.md, "Coverage").
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from dsv41_rope.oracle.rounding import INTEGER_VIEW
 __all__ = [
     "DTYPES",
     "FINITE_REGIMES",
+    "ANGLE_CLASSES",
+    "EDGE_REGIMES",
     "INTERPRETER_FULL_SHAPE",
     "MANTISSA_BITS",
     "REGIMES",
@@ -32,6 +39,8 @@ __all__ = [
     "case_params",
     "huge_angles",
     "in_interpreter_cover",
+    "input_class_cases",
+    "input_class_params",
     "make_angles",
     "make_values",
     "regime_values",
@@ -72,6 +81,22 @@ SHAPES = {
 }
 REGIMES = ("normal", "large", "tiny", "special", "huge-angles")
 FINITE_REGIMES = ("normal", "large", "tiny", "huge-angles")
+# Value classes run on small shapes only (input_class_cases): full-size random values already hold both.
+EDGE_REGIMES = ("ties", "subnormal-angles")
+# The angles a case hands the implementation: the matrix's RoPE angles (float32 [1, S, P], or [B, S, P] with
+# per_batch_angles), and every other class the API accepts.
+ANGLE_CLASSES = {
+    "rope": "float32 [1 or B, S, P]",
+    "float64": "float64 [1 or B, S, P]",
+    "require-grad": "float32 [1 or B, S, P] that need a gradient",
+    "one-position": "float32 [1 or B, 1, P], broadcast over the sequence",
+    "sequence-by-pairs": "float32 [S, P], for 3-D values",
+    "pairs-only": "float32 [P], for 3-D values",
+}
+# log2 of half an ulp of 1 in each dtype: a float32 result this far above a dtype value is an exact tie.
+_HALF_ULP_EXPONENT = {torch.bfloat16: -8, torch.float16: -11, torch.float32: -24}
+# The angle of the ties regime, whose cos and sin every faithful float32 cos/sin gives exactly: cos = 1, sin = 2**-13.
+TIE_ANGLE = 2.0**-13
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +111,8 @@ class Case:
     per_batch_angles: bool = False
     # The interpreter's (CPU) size on every device: for checks that need many kernel compilations, not size.
     small: bool = False
+    # A key of ANGLE_CLASSES.
+    angles: str = "rope"
 
     @property
     def dtype(self) -> torch.dtype:
@@ -101,7 +128,11 @@ class Case:
         direction = "inverse" if self.inverse else "forward"
         angles = "-per-batch-angles" if self.per_batch_angles else ""
         size = "-small" if self.small else ""
-        return f"{self.dtype_name}-{rank}d-{self.layout}-{self.shape_name}{size}-{direction}-{self.regime}{angles}"
+        angle_class = "" if self.angles == "rope" else f"-angles-{self.angles}"
+        return (
+            f"{self.dtype_name}-{rank}d-{self.layout}-{self.shape_name}{size}-{direction}-{self.regime}{angles}"
+            f"{angle_class}"
+        )
 
     @property
     def seed(self) -> int:
@@ -155,6 +186,38 @@ def runs_here(cases: list[Case]) -> list[Case]:
     return [case for case in cases if in_interpreter_cover(case)]
 
 
+def input_class_cases() -> list[Case]:
+    """Every dtype and direction for each input class outside the matrix (the angle classes of
+    :data:`ANGLE_CLASSES` but ``rope``, in 4-D and 3-D values as each applies, broadcast over the batch or per batch),
+    each of :data:`EDGE_REGIMES` (in a transposed and an odd-channel padded layout), and the padded-rows and
+    channel-strided layouts, on small shapes: every backend runs all of them."""
+    cases = []
+    for dtype_name, inverse in itertools.product(DTYPES, (False, True)):
+        for angles in ("float64", "require-grad", "one-position"):
+            cases.append(Case(dtype_name, "batch3", "contiguous", inverse, "normal", angles=angles))
+        cases.append(Case(dtype_name, "batch3", "transposed", inverse, "normal", True, angles="one-position"))
+        for angles in ("sequence-by-pairs", "pairs-only"):
+            cases.append(Case(dtype_name, "window-kv", "contiguous", inverse, "normal", small=True, angles=angles))
+        for regime in EDGE_REGIMES:
+            cases.append(Case(dtype_name, "batch3", "transposed", inverse, regime, per_batch_angles=True))
+            cases.append(Case(dtype_name, "odd-channels", "padded-rows", inverse, regime))
+        # The layouts the matrix gives one shape each: the CPU's cover of it meets only some dtype x direction there.
+        for layout in ("padded-rows", "channel-strided"):
+            cases.append(Case(dtype_name, "batch3", layout, inverse, "normal"))
+    return cases
+
+
+def input_class_params(*, finite: bool = False, float32_angles: bool = False) -> list:
+    """``pytest.param`` objects of :func:`input_class_cases` (those of finite values, or of float32 angles, only)."""
+    import pytest
+
+    return [
+        pytest.param(case, id=case.id)
+        for case in input_class_cases()
+        if (case.regime != "special" or not finite) and (case.angles != "float64" or not float32_angles)
+    ]
+
+
 def case_params(regimes: tuple[str, ...] = REGIMES) -> list:
     """``pytest.param`` objects with readable ids, for ``@pytest.mark.parametrize("case", ...)``: the cases of
     :func:`all_cases` this backend runs (:func:`runs_here`)."""
@@ -200,7 +263,27 @@ def regime_values(
         return (normal.sign() * magnitude).to(dtype)
     if regime == "special":
         return _special_values(normal.to(dtype), generator)
+    if regime == "ties":
+        return _tie_values(shape, dtype, generator, device)
+    if regime == "subnormal-angles":
+        return normal.to(dtype)
     raise ValueError(f"unknown regime {regime!r}")
+
+
+def _tie_values(
+    shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator, device: torch.device
+) -> torch.Tensor:
+    """Pairs ``(x0, x1)``, counted from the last channel, whose rotation by :data:`TIE_ANGLE` (cos 1, sin 2**-13)
+    has a real part ``x0 -+ x1 * 2**-13`` exactly halfway between two neighbours of the dtype, in one direction or
+    the other (x1's sign): ``x0 = +-2**e (1 + j ulp)`` with even and odd ``j``, ``|x1| * 2**-13`` half its ulp."""
+    mantissa = MANTISSA_BITS[dtype]
+    exponents = torch.randint(-4, 5, shape, generator=generator, device=device).double()
+    steps = torch.randint(0, 2**mantissa, shape, generator=generator, device=device).double()
+    signs = torch.randint(0, 2, (2, *shape), generator=generator, device=device).double() * 2 - 1
+    x0 = signs[0] * torch.exp2(exponents) * (1 + steps * 2.0**-mantissa)
+    x1 = signs[1] * torch.exp2(exponents + _HALF_ULP_EXPONENT[dtype] - math.log2(TIE_ANGLE))
+    from_the_end = torch.arange(shape[-1] - 1, -1, -1, device=device)
+    return torch.where(from_the_end % 2 == 1, x0, x1).to(dtype)
 
 
 def _special_values(values: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -246,16 +329,52 @@ def make_values(case: Case, device: torch.device, *, salt: int = 0) -> torch.Ten
 
 
 def make_angles(case: Case, device: torch.device) -> torch.Tensor:
-    """float32 angles ``[1 or B, S, P]``: RoPE angles of the positions, or huge and near-multiple-of-pi/2 ones."""
+    """The case's angles, of its class (:data:`ANGLE_CLASSES`): RoPE angles of the positions (``[1 or B, S, P]``),
+    huge and near-multiple-of-pi/2 ones, :data:`TIE_ANGLE`, or subnormal ones, by regime; then as the class says
+    (float64, needing a gradient, or broadcast over the sequence, the batch or both)."""
     shape = case.values_shape(device)
     batch = shape[0] if case.per_batch_angles else 1
     sequence, pairs = shape[1], case.shape.pairs
     generator = _generator(device, case.seed + 7)
     if case.regime == "huge-angles":
-        return huge_angles((batch, sequence, pairs), generator, device)
-    positions = torch.arange(sequence, device=device, dtype=torch.float32)
-    offsets = torch.randint(0, 4096, (batch, 1, 1), generator=generator, device=device).float() if batch > 1 else 0
-    return rope_angles(positions[None, :, None] + offsets, pairs)
+        angles = huge_angles((batch, sequence, pairs), generator, device)
+    elif case.regime == "ties":
+        angles = torch.full((batch, sequence, pairs), TIE_ANGLE, device=device)
+    elif case.regime == "subnormal-angles":
+        angles = _subnormal_angles((batch, sequence, pairs), generator, device)
+    else:
+        positions = torch.arange(sequence, device=device, dtype=torch.float32)
+        offsets = torch.randint(0, 4096, (batch, 1, 1), generator=generator, device=device).float() if batch > 1 else 0
+        angles = rope_angles(positions[None, :, None] + offsets, pairs)
+    return _of_class(angles, case.angles)
+
+
+def _of_class(angles: torch.Tensor, angle_class: str) -> torch.Tensor:
+    """``[1 or B, S, P]`` float32 angles as the class hands them over (the last position where one is kept)."""
+    if angle_class == "rope":
+        return angles
+    if angle_class == "float64":
+        return angles.double()
+    if angle_class == "require-grad":
+        return angles.requires_grad_(True)
+    if angle_class == "one-position":
+        return angles[:, -1:].contiguous()
+    if angle_class == "sequence-by-pairs":
+        return angles[0].contiguous()
+    if angle_class == "pairs-only":
+        return angles[0, -1].contiguous()
+    raise ValueError(f"unknown angle class {angle_class!r}: expected one of {', '.join(ANGLE_CLASSES)}")
+
+
+def _subnormal_angles(shape: tuple[int, ...], generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    """float32 angles, most subnormal (both signs, smallest to largest), the rest +-0, the smallest normal and
+    2**-13: where a cos/sin that flushes subnormals (``sin x = 0`` instead of ``x``) shows."""
+    magnitude_bits = torch.randint(1, 0x00800000, shape, generator=generator, device=device, dtype=torch.int32)
+    edges = torch.tensor([0x00000000, 0x00800000, 0x39000000, 0x00000001, 0x007FFFFF], device=device)
+    pick = torch.randint(0, 3 * len(edges), shape, generator=generator, device=device)
+    magnitude_bits = torch.where(pick < len(edges), edges[pick.clamp(max=len(edges) - 1)].int(), magnitude_bits)
+    sign = torch.randint(0, 2, shape, generator=generator, device=device, dtype=torch.int32) << 31
+    return (magnitude_bits | sign).view(torch.float32)
 
 
 def rope_angles(positions: torch.Tensor, pairs: int) -> torch.Tensor:

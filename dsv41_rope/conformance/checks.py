@@ -1,17 +1,20 @@
 """The checks behind the conformance suites, shared with the gating-power test that mutates the kernel.
 
 Each check runs one case through the implementation under test (``harness.implementation``: the project's kernel,
-another function with its contract, or a mutated copy of the kernel), compares bits against a reference, records the
-comparison in the ulp-drift report when given the ``ulp_drift`` fixture, and raises ``ConformanceFailure`` (an
-``AssertionError``) with a one-line, LLVM-libc-style message: the case, the comparison, how many elements differ, and
-for each kind of difference the first element's coordinates, input bits, got and expected (``comparisons``). Under
-Triton's interpreter, a failure of another implementation in a dtype whose casts the interpreter gets wrong says so.
+another function with its contract, or a mutated copy of the kernel), compares bits against the reference the
+computation is held to (``references``: on a GPU its eager path; on a CPU eager CUDA's bits as the oracle emulates
+them for a call that ran a Triton kernel, else the CPU's own eager path), records the comparison in the ulp-drift
+report when given the ``ulp_drift`` fixture, and raises ``ConformanceFailure`` (an ``AssertionError``) with a
+one-line, LLVM-libc-style message: the case, the comparison, how many elements differ, for each kind of difference
+the first element's coordinates, input bits, got and expected (``comparisons``), and the reference. Under Triton's
+interpreter, a failure of another implementation in a dtype whose casts the interpreter gets wrong says so.
 
 The references never come from the implementation judged. The eager reference is the project's
 ``dsv41_rope.kernel.apply_rope_eager``, imported by that name (:func:`eager_reference`). The oracle emulates the
 contraction variant of the *device's* eager multiply, as the project's calibration measures it
 (:func:`contraction_of`), and is fed ``torch.polar``'s frequencies, or, when the project's kernel computes its own
-cos/sin, those (:func:`kernel_frequencies_of`).
+cos/sin, those (:func:`kernel_frequencies_of`); it emulates float32 angles, which is all eager CUDA's float32
+multiply takes (float64 angles make eager compute in complex128, which only the device itself can show).
 
 Difference policy. A real mismatch (any bit difference that is not only the sign of a zero or a NaN payload) always
 fails. NaN-payload and signed-zero differences are counted apart and fail too, except where a comparison declares
@@ -21,8 +24,8 @@ implementation's gradient and its own conjugate rotation, since an implementatio
 (the eager reference does); the project's kernel, whose backward is the rotation itself, must match that bit for bit.
 The report shows the allowed counts.
 
-On a GPU the oracle and the float64 truth run on the CPU over a sample of positions (the first and last 32) of the
-full-size tensors; the eager comparison covers every element. Under the interpreter every position is checked.
+On a GPU the oracle runs on the CPU over a sample of positions (the first and last 32) of the full-size tensors; the
+eager comparison covers every element. On a CPU every position is checked.
 """
 
 from __future__ import annotations
@@ -32,23 +35,14 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 
+from dsv41_rope.conformance import references
 from dsv41_rope.conformance.cases import Case, make_angles, make_values
-from dsv41_rope.conformance.comparisons import (
-    OVER_THE_BOUND,
-    assert_bits,
-    assert_unwritten,
-    caveated,
-    hex_of,
-    unravel,
-)
-from dsv41_rope.harness import backend
-from dsv41_rope.harness.failures import ConformanceFailure
+from dsv41_rope.conformance.comparisons import assert_bits, assert_unwritten, caveated
 from dsv41_rope.harness.implementation import Judged, judged
 from dsv41_rope.oracle import eager as oracle_eager
-from dsv41_rope.oracle import truth as oracle_truth
-from dsv41_rope.oracle import ulp
 from dsv41_rope.oracle.rounding import INTEGER_VIEW, bits
 
 __all__ = [
@@ -57,27 +51,21 @@ __all__ = [
     "copied_channels_are_copies",
     "describe_contraction",
     "eager_reference",
-    "error_within_bound",
     "forward_matches_eager",
-    "forward_matches_oracle",
+    "forward_matches_reference",
     "gradient_is_conjugate_rotation",
+    "held_call",
     "in_place_matches",
     "kernel_frequencies_of",
     "on_cpu",
+    "oracle_applies",
     "oracle_matches_eager",
     "positions",
-    "raised_by",
-    "rejects_what_eager_rejects",
+    "run_forward",
+    "ForwardRun",
 ]
 
 _SAMPLED_POSITIONS = 32
-# Norm-wise error bound vs the float64 truth, in ulps of the pair magnitude in the output dtype. Derivation
-# (docs/conformance.md): the final rounding costs at most 0.5 ulp; everything before it happens in float32 with
-# cos/sin within 2 float32 ulps (torch.polar on CUDA and glibc), one rounded product and one fma, at most
-# (2 sqrt(2) + 2) * 2**-24 * |pair| together; a part contracted "none" rounds both products and adds, one rounding
-# more. That is <= 0.004 ulp of BF16/FP16, and below 5 (6 with a "none" part) float32 ulps.
-_NORMWISE_BOUND = {"bf16": 0.504, "fp16": 0.504, "fp32": 5.0}
-_NORMWISE_BOUND_FP32_UNFUSED = 6.0
 # Where the gradient is also computed for other values: a backward that read the forward's values would differ on
 # normal values, and on special ones its NaNs and infinities would spread; the other regimes add only CPU time.
 _VALUE_INDEPENDENCE_REGIMES = ("normal", "special")
@@ -86,12 +74,13 @@ AUTOGRAD_NORMALIZATION = ("signed-zero", "nan-bits")
 
 
 @dataclasses.dataclass
-class _ForwardRun:
-    """One forward call of the implementation under test on a case's inputs."""
+class ForwardRun:
+    """One forward call of the implementation under test on a case's inputs, and the reference it is held to."""
 
     values: torch.Tensor
     angles: torch.Tensor
     output: torch.Tensor
+    reference: references.Reference
 
 
 def eager_reference(values: torch.Tensor, angles: torch.Tensor, inverse: bool = False) -> torch.Tensor:
@@ -106,15 +95,44 @@ def eager_reference(values: torch.Tensor, angles: torch.Tensor, inverse: bool = 
     return apply_rope_eager(values, angles, inverse=inverse)
 
 
-def _run_forward(case: Case, device: torch.device, implementation: Judged) -> _ForwardRun:
+def held_call(
+    device: torch.device, implementation: Judged, call: Callable[[], Any], ulp_drift=None
+) -> tuple[Any, references.Reference]:
+    """Runs ``call`` (a call of the implementation on ``device``) and returns its result and the reference it is held
+    to, decided from whether it launched a Triton kernel (``references.held_to``); records that reference."""
+    with references.watch_triton_launches() as launches:
+        result = call()
+    reference = references.held_to(device, implementation, launches.launched)
+    references.note(ulp_drift, reference, implementation)
+    return result, reference
+
+
+def run_forward(case: Case, device: torch.device, implementation: Judged, ulp_drift=None) -> ForwardRun:
     """Call the implementation on the case's inputs and check that the inputs were left untouched."""
     values = make_values(case, device)
     angles = make_angles(case, device)
-    values_before, angles_before = values.clone(), angles.clone()
-    output = judged(implementation).forward(values, angles, case.inverse)
+    values_before, angles_before = values.clone(), angles.detach().clone()
+    output, reference = held_call(
+        device, implementation, lambda: judged(implementation).forward(values, angles, case.inverse), ulp_drift
+    )
     assert_unwritten(case.id, "values", values, values_before)
-    assert_unwritten(case.id, "angles", angles, angles_before)
-    return _ForwardRun(values, angles, output)
+    assert_unwritten(case.id, "angles", angles.detach(), angles_before)
+    return ForwardRun(values, angles, output, reference)
+
+
+def oracle_applies(angles: torch.Tensor) -> bool:
+    """Whether the oracle emulates eager CUDA for these angles: float32 ones (float64 angles make eager compute in
+    complex128, which the oracle does not emulate)."""
+    return angles.dtype == torch.float32
+
+
+def _skip_unemulated(reference: references.Reference, angles: torch.Tensor) -> None:
+    """Skips, saying why, where the reference is eager CUDA's emulation and the oracle cannot emulate it."""
+    if reference.emulated and not oracle_applies(angles):
+        pytest.skip(
+            f"{str(angles.dtype).removeprefix('torch.')} angles: eager CUDA computes them in complex128, which the "
+            "oracle does not emulate on a CPU; this call ran a Triton kernel, so it is judged on a GPU"
+        )
 
 
 def _frequencies_of(angles: torch.Tensor) -> torch.Tensor:
@@ -175,18 +193,38 @@ def on_cpu(tensor: torch.Tensor, chosen: torch.Tensor | None) -> torch.Tensor:
 
 
 @caveated
-def forward_matches_oracle(
-    case: Case, device: torch.device, implementation: Judged, ulp_drift=None, *, prefix: str = ""
+def forward_matches_reference(
+    case: Case,
+    device: torch.device,
+    implementation: Judged,
+    ulp_drift=None,
+    *,
+    prefix: str = "",
+    eager_on_gpu: bool = True,
 ) -> None:
-    """The forward equals the oracle's reproduction of CUDA eager in the device's contraction variant, fed the
-    frequencies the implementation uses."""
-    run = _run_forward(case, device, implementation)
-    chosen = positions(run.values.shape[1], device)
-    values = on_cpu(run.values, chosen)
-    frequencies = on_cpu(kernel_frequencies_of(run.angles, implementation), chosen)
-    expected = oracle_eager.apply_rope(values, frequencies, inverse=case.inverse, contraction=contraction_of(device))
-    output = on_cpu(run.output, chosen)
-    assert_bits(ulp_drift, f"{prefix}fused-vs-oracle", case, device, output, expected, values=values)
+    """The forward equals its reference (``references``): the oracle's reproduction of eager CUDA in the device's
+    contraction variant, fed the frequencies the implementation uses, where it applies (a GPU, sampled; a CPU call
+    that ran Triton code); the device's own eager path, every element, where that is the reference (a CPU call that
+    ran PyTorch code) and, with ``eager_on_gpu``, on a GPU."""
+    run = run_forward(case, device, implementation, ulp_drift)
+    _skip_unemulated(run.reference, run.angles)
+    held_to = run.reference.name
+    compared = False
+    if run.reference.uses_oracle and oracle_applies(run.angles):
+        chosen = positions(run.values.shape[1], device)
+        values = on_cpu(run.values, chosen)
+        frequencies = on_cpu(kernel_frequencies_of(run.angles, implementation), chosen)
+        expected = oracle_eager.apply_rope(
+            values, frequencies, inverse=case.inverse, contraction=contraction_of(device)
+        )
+        output = on_cpu(run.output, chosen)
+        label = f"{prefix}fused-vs-oracle"
+        assert_bits(ulp_drift, label, case, device, output, expected, values=values, held_to=held_to)
+        compared = True
+    if run.reference.eager_on_device and (device.type == "cpu" or eager_on_gpu or not compared):
+        expected = eager_reference(run.values, run.angles, case.inverse)
+        label = f"{prefix}fused-vs-eager"
+        assert_bits(ulp_drift, label, case, device, run.output, expected, values=run.values, held_to=held_to)
 
 
 @caveated
@@ -194,9 +232,10 @@ def forward_matches_eager(
     case: Case, device: torch.device, implementation: Judged, ulp_drift=None, *, prefix: str = ""
 ) -> None:
     """The forward equals PyTorch's eager path on the same device, every element."""
-    run = _run_forward(case, device, implementation)
+    run = run_forward(case, device, implementation)
     expected = eager_reference(run.values, run.angles, case.inverse)
-    assert_bits(ulp_drift, f"{prefix}fused-vs-eager", case, device, run.output, expected, values=run.values)
+    label = f"{prefix}fused-vs-eager"
+    assert_bits(ulp_drift, label, case, device, run.output, expected, values=run.values, held_to=run.reference.name)
 
 
 def _values_with_random_leading_bits(case: Case, device: torch.device) -> torch.Tensor:
@@ -224,32 +263,39 @@ def copied_channels_are_copies(case: Case, device: torch.device, implementation:
 @caveated
 def in_place_matches(case: Case, device: torch.device, implementation: Judged, ulp_drift=None) -> None:
     """The in-place function returns ``values`` itself with the out-of-place function's bits in the rotary channels
-    (the oracle's, and eager's on a GPU) and every channel before them untouched, whatever its bits."""
+    (and its reference's: the oracle's where it applies, the device's eager path's where that is the reference or on
+    a GPU) and every channel before them untouched, whatever its bits."""
     implementation = judged(implementation)
     values = _values_with_random_leading_bits(case, device)
     angles = make_angles(case, device)
-    before, angles_before = values.clone(), angles.clone()
+    before, angles_before = values.clone(), angles.detach().clone()
     leading = values.shape[-1] - 2 * case.shape.pairs
     out_of_place = implementation.forward(before, angles, case.inverse)
-    result = implementation.in_place(values, angles, inverse=case.inverse)
+    result, reference = held_call(
+        device, implementation, lambda: implementation.in_place(values, angles, inverse=case.inverse), ulp_drift
+    )
     assert result is values, f"{case.id}: {implementation.in_place_name} returned a new tensor, not values"
     assert torch.equal(bits(angles), bits(angles_before)), f"{case.id}: the in-place op wrote its angles"
+    _skip_unemulated(reference, angles)
     rotated, before_rotary = values[..., leading:], before[..., leading:]
     assert_bits(
         ulp_drift, "in-place-vs-out-of-place", case, device, rotated, out_of_place[..., leading:], values=before_rotary
     )
     assert_bits(ulp_drift, "in-place-untouched-channels", case, device, values[..., :leading], before[..., :leading])
-    chosen = positions(values.shape[1], device)
-    expected = oracle_eager.apply_rope(
-        on_cpu(before, chosen),
-        on_cpu(kernel_frequencies_of(angles, implementation), chosen),
-        inverse=case.inverse,
-        contraction=contraction_of(device),
-    )[..., leading:]
-    assert_bits(ulp_drift, "in-place-vs-oracle", case, device, on_cpu(rotated, chosen), expected)
-    if device.type == "cuda":
+    if reference.uses_oracle and oracle_applies(angles):
+        chosen = positions(values.shape[1], device)
+        expected = oracle_eager.apply_rope(
+            on_cpu(before, chosen),
+            on_cpu(kernel_frequencies_of(angles, implementation), chosen),
+            inverse=case.inverse,
+            contraction=contraction_of(device),
+        )[..., leading:]
+        label = "in-place-vs-oracle"
+        assert_bits(ulp_drift, label, case, device, on_cpu(rotated, chosen), expected, held_to=reference.name)
+    if reference.eager_on_device:
         eager = eager_reference(before, angles, case.inverse)[..., leading:]
-        assert_bits(ulp_drift, "in-place-vs-eager", case, device, rotated, eager, values=before_rotary)
+        label = "in-place-vs-eager"
+        assert_bits(ulp_drift, label, case, device, rotated, eager, values=before_rotary, held_to=reference.name)
 
 
 @caveated
@@ -264,15 +310,22 @@ def gradient_is_conjugate_rotation(
 ) -> None:
     """The autograd gradient for upstream g is the forward on g with the opposite ``inverse`` (bit for bit for the
     project's kernel; up to autograd's zero/NaN normalization for another implementation, see the module docstring);
-    it equals the oracle backward (and the eager backward on a GPU, unless ``compare_eager`` is off because a
-    contraction variant the device's eager path does not use is forced) up to that normalization; and it does not
-    depend on the values. ``prefix`` starts every comparison's label."""
+    it does not depend on the values; and it equals its reference's backward up to that normalization: the oracle's
+    where it applies, the device's eager path's where that is the reference, and on a GPU (unless ``compare_eager``
+    is off because a contraction variant the device's eager path does not use is forced). ``prefix`` starts every
+    comparison's label."""
     implementation = judged(implementation)
     values = make_values(case, device)
     angles = make_angles(case, device)
     grad_output = make_values(case, device, salt=1)
     leaf = values.detach().requires_grad_(True)
-    (gradient,) = torch.autograd.grad(implementation.forward(leaf, angles, case.inverse), leaf, grad_output)
+
+    def backward() -> torch.Tensor:
+        output = implementation.forward(leaf, angles, case.inverse)
+        return torch.autograd.grad(output, leaf, grad_output)[0]
+
+    gradient, reference = held_call(device, implementation, backward, ulp_drift)
+    _skip_unemulated(reference, angles)
     rotated_back = implementation.forward(grad_output, angles, not case.inverse)
     comparison = f"{prefix}backward-vs-conjugate"
     allow = () if implementation.is_project_kernel else AUTOGRAD_NORMALIZATION
@@ -284,67 +337,43 @@ def gradient_is_conjugate_rotation(
         (other,) = torch.autograd.grad(other_output, other_leaf, grad_output)
         assert_bits(ulp_drift, f"{prefix}backward-independent-of-values", case, device, other, gradient)
 
-    chosen = positions(values.shape[1], device)
-    upstream = on_cpu(grad_output, chosen)
-    expected = oracle_eager.apply_rope_backward(
-        upstream,
-        on_cpu(kernel_frequencies_of(angles, implementation), chosen),
-        inverse=case.inverse,
-        contraction=contraction_of(device),
-    )
-    gradient_sample = on_cpu(gradient, chosen)
-    comparison = f"{prefix}backward-vs-oracle"
     allow = AUTOGRAD_NORMALIZATION
-    assert_bits(ulp_drift, comparison, case, device, gradient_sample, expected, values=upstream, allow=allow)
-    if device.type == "cuda" and compare_eager:
+    if reference.uses_oracle and oracle_applies(angles):
+        chosen = positions(values.shape[1], device)
+        upstream = on_cpu(grad_output, chosen)
+        expected = oracle_eager.apply_rope_backward(
+            upstream,
+            on_cpu(kernel_frequencies_of(angles, implementation), chosen),
+            inverse=case.inverse,
+            contraction=contraction_of(device),
+        )
+        gradient_sample = on_cpu(gradient, chosen)
+        comparison = f"{prefix}backward-vs-oracle"
+        assert_bits(
+            ulp_drift,
+            comparison,
+            case,
+            device,
+            gradient_sample,
+            expected,
+            values=upstream,
+            allow=allow,
+            held_to=reference.name,
+        )
+    if reference.eager_on_device and (device.type == "cpu" or compare_eager):
         eager_leaf = values.detach().requires_grad_(True)
         (eager,) = torch.autograd.grad(eager_reference(eager_leaf, angles, case.inverse), eager_leaf, grad_output)
         comparison = f"{prefix}backward-vs-eager"
-        assert_bits(ulp_drift, comparison, case, device, gradient, eager, values=grad_output, allow=allow)
-
-
-@caveated
-def error_within_bound(
-    case: Case, device: torch.device, implementation: Judged, ulp_drift=None, *, prefix: str = ""
-) -> None:
-    """Error against the float64 truth: norm-wise within ``_NORMWISE_BOUND``; elementwise reported, not bounded
-    (it is unbounded near cancellation, when a rotated value is close to 0 while its pair is not)."""
-    run = _run_forward(case, device, implementation)
-    chosen = positions(run.values.shape[1], device)
-    pairs = case.shape.pairs
-    truth = oracle_truth.apply_rope(on_cpu(run.values, chosen), on_cpu(run.angles, chosen), inverse=case.inverse)
-    rotated, rotated_truth = on_cpu(run.output, chosen)[..., -2 * pairs :], truth[..., -2 * pairs :]
-    elementwise = ulp.summarize(ulp.error(rotated, rotated_truth))
-    normwise_errors = ulp.normwise_error(rotated, rotated_truth)
-    normwise = ulp.summarize(normwise_errors)
-    bound = _NORMWISE_BOUND[case.dtype_name]
-    if case.dtype_name == "fp32" and "none" in contraction_of(device):
-        bound = _NORMWISE_BOUND_FP32_UNFUSED
-    if ulp_drift is not None:
-        ulp_drift.record(
-            comparison=f"{prefix}fused-vs-truth",
-            dtype=case.dtype_name,
-            backend=backend.name(),
-            device=str(device),
-            elements=rotated.numel(),
-            mismatches=0,
-            elementwise=elementwise,
-            normwise=normwise,
-            detail=f"norm-wise bound {bound} ulp",
-        )
-    if normwise["max"] > bound:
-        flat_errors = torch.as_tensor(normwise_errors).reshape(-1)
-        coordinates = unravel(int(flat_errors.argmax()), tuple(rotated.shape))
-        rotary_input, angles = on_cpu(run.values, chosen)[..., -2 * pairs :], on_cpu(run.angles, chosen)
-        first = coordinates[-1] - coordinates[-1] % 2
-        pair = ",".join(hex_of(rotary_input, coordinates[:-1] + (channel,)) for channel in (first, first + 1))
-        angle = angles[min(coordinates[0], angles.shape[0] - 1), coordinates[1], first // 2]
-        raise ConformanceFailure(
-            f"{case.id} {prefix}fused-vs-truth: norm-wise error {normwise['max']:.4g} ulp > bound {bound} in "
-            f"{int((flat_errors > bound).sum())} of {flat_errors.numel()} elements, worst at {coordinates}: input "
-            f"{pair} angle {float(angle):.9g} got {hex_of(rotated, coordinates)} truth "
-            f"{float(rotated_truth[coordinates]):.17g}",
-            what=OVER_THE_BOUND,
+        assert_bits(
+            ulp_drift,
+            comparison,
+            case,
+            device,
+            gradient,
+            eager,
+            values=grad_output,
+            allow=allow,
+            held_to=reference.name,
         )
 
 
@@ -367,34 +396,3 @@ def oracle_matches_eager(case: Case, device: torch.device, ulp_drift=None) -> No
     expected = oracle_eager.apply_rope_backward(upstream, frequencies, inverse=case.inverse, contraction=contraction)
     gradient = on_cpu(eager_gradient, chosen)
     assert_bits(ulp_drift, "oracle-backward-vs-eager", case, device, expected, gradient, values=upstream)
-
-
-def raised_by(function: Callable[..., Any], *args: Any) -> Exception | None:
-    """What ``function(*args)`` raised, or None."""
-    try:
-        function(*args)
-    except Exception as error:  # any exception: only the project kernel's types and words are specified
-        return error
-    return None
-
-
-def rejects_what_eager_rejects(
-    implementation: Judged, values: Any, angles: Any, inverse: Any, *, eager_rejects: bool = True
-) -> None:
-    """Another implementation's answer to a bad input: some exception where the eager reference rejects it (the
-    message says what eager raised), any answer where eager computes something by accident. A ``TypeError`` that says
-    the function cannot be called as ``fn(values, angles, inverse=...)`` at all rejects nothing
-    (:meth:`Implementation.calling_convention_error`)."""
-    implementation = judged(implementation)
-    unusable = implementation.calling_convention_error(values, angles, inverse)
-    if unusable is not None:
-        raise ConformanceFailure(
-            f"{implementation.name} cannot be called as the suite calls it: {unusable}",
-            what="bad input: cannot be called as fn(values, angles, inverse=...)",
-        )
-    if raised_by(implementation.forward, values, angles, inverse) is None and eager_rejects:
-        eager = raised_by(eager_reference, values, angles, inverse)
-        raise ConformanceFailure(
-            f"{implementation.name} accepted an input eager rejects (eager raised {type(eager).__name__}: {eager})",
-            what="bad input: accepted an input eager rejects",
-        )

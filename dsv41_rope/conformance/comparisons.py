@@ -30,6 +30,7 @@ __all__ = [
     "assert_bits",
     "assert_unwritten",
     "caveated",
+    "describe_distance",
     "describe_mismatch",
     "hex_of",
     "interpreter_caveat",
@@ -90,19 +91,23 @@ def assert_bits(
     *,
     values: torch.Tensor | None = None,
     allow: tuple[str, ...] = (),
+    held_to: str = "",
 ) -> ulp.BitDifferences:
     """Compare bits, record, and fail on a real mismatch or on a NaN-bit/signed-zero difference not in ``allow``.
 
     The comparison runs where the tensors are (the GPU for eager comparisons of full-size tensors). ``case`` is a
     fixed-matrix :class:`Case` or a generated :class:`LayoutSpec`: its ``id`` names it in the message, its
     ``dtype_name`` goes to the report. The message gives, for each kind of difference that fails, how many elements
-    differ and the first one: coordinates, the input pair (``values``, when given), the bits got and expected."""
+    differ and the first one: coordinates, the input pair (``values``, when given), the bits got and expected; and,
+    when ``held_to`` names it, the reference the expected bits come from
+    (``dsv41_rope.conformance.references``)."""
     diffs = ulp.compare_bits(actual, expected)
     detail = describe_mismatch(diffs.first_mismatch_index, actual, expected, values) if diffs.mismatches else ""
     record(ulp_drift, comparison, case, device, diffs, allowed=",".join(allow), detail=detail)
     failing = []
     if diffs.mismatches:
-        failing.append((diffs.mismatches, f"{MISMATCHES} (max {diffs.max_distance} ulp)", MISMATCHES, detail))
+        label = f"{MISMATCHES} ({describe_distance(diffs.max_distance)})"
+        failing.append((diffs.mismatches, label, MISMATCHES, detail))
     for count, index, kind, allowed in (
         (diffs.nan_bit_differences, diffs.first_nan_bit_index, NAN_BIT_DIFFERENCES, "nan-bits"),
         (diffs.signed_zero_differences, diffs.first_signed_zero_index, SIGNED_ZERO_DIFFERENCES, "signed-zero"),
@@ -111,8 +116,19 @@ def assert_bits(
             failing.append((count, kind, kind, describe_mismatch(index, actual, expected, values)))
     if failing:
         parts = [f"{count} {label} of {diffs.elements} elements, first {where}" for count, label, _, where in failing]
-        raise ConformanceFailure(f"{case.id} {comparison}: " + "; ".join(parts), what=f"{comparison}: {failing[0][2]}")
+        raise ConformanceFailure(
+            f"{case.id} {comparison}: " + "; ".join(parts) + (f"; held to {held_to}" if held_to else ""),
+            what=f"{comparison}: {failing[0][2]}",
+        )
     return diffs
+
+
+def describe_distance(distance: int) -> str:
+    """The largest distance of a comparison's mismatches, as a failure names it: ``max 3 ulp``, or, where a NaN meets
+    a number (``dsv41_rope.oracle.ulp.INFINITE_DISTANCE``: no count of ulps joins them), ``a NaN against a number``."""
+    if distance >= ulp.INFINITE_DISTANCE:
+        return "among them a NaN against a number"
+    return f"max {distance} ulp"
 
 
 def describe_mismatch(

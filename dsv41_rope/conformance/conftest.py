@@ -1,5 +1,7 @@
 """Fixtures of the conformance suites: the device this worker runs on, the implementation under test, and the project
-kernel's module for the suites of its internals; and the hypothesis profiles of the generated-layout tests.
+kernel's module for the suites of its internals; the hypothesis profiles of the generated-layout tests; and which
+suites are collected: the contract suite always, the project kernel's self-tests (``kernel_self_tests/``) only when
+the project's kernel is judged.
 
 An installed suite has no root conftest, so this file chooses the backend too (``TRITON_INTERPRET=1`` without a CUDA
 device), before any test module imports a kernel, and pins each xdist worker to its GPU.
@@ -15,6 +17,7 @@ import dataclasses
 import os
 import sys
 import types
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 # torch.compile's inductor compiles in a pool of subprocesses, which an xdist worker's exit waits to shut down: on the
@@ -33,7 +36,7 @@ from dsv41_rope.harness import backend  # noqa: E402
 backend.choose()
 
 from dsv41_rope.harness.implementation import PROJECT_MODULE  # noqa: E402
-from dsv41_rope.harness.under_test import implementation_under_test, runs_tests  # noqa: E402
+from dsv41_rope.harness.under_test import implementation_under_test, judges_project_kernel, runs_tests  # noqa: E402
 from dsv41_rope.report import IMPLEMENTATION, INTERPRETER_ARTEFACTS  # noqa: E402
 from dsv41_rope.report.pytest_hooks import add_run_metadata  # noqa: E402
 
@@ -44,6 +47,18 @@ if TYPE_CHECKING:
     from dsv41_rope.harness.implementation import Implementation
 
 _COMPILE_LOCK: pytest.StashKey[CompileLock] = pytest.StashKey()
+# The project kernel's self-tests: collected only when it is judged.
+KERNEL_SELF_TESTS = Path(__file__).resolve().parent / "kernel_self_tests"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Leaves the project kernel's self-tests uncollected when another implementation is judged: they check the
+    kernel's internals, judge nothing of another implementation, and would only read as skips in its verdict. Decided
+    from the options and environment alone, alike in xdist's controller and workers."""
+    path = collection_path.resolve()
+    if (path == KERNEL_SELF_TESTS or KERNEL_SELF_TESTS in path.parents) and not judges_project_kernel(config):
+        return True
+    return None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -218,5 +233,5 @@ def in_place_impl(impl_under_test: Implementation) -> Implementation:
 def gpu(device: torch.device) -> torch.device:
     """The CUDA device, for comparisons with PyTorch's own eager CUDA path; skipped on CPU runs, saying why."""
     if device.type != "cuda":
-        pytest.skip("needs a CUDA device")
+        pytest.skip("needs a CUDA device: it compares with eager CUDA itself, which runs on a GPU only")
     return device

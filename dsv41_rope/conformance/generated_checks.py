@@ -1,6 +1,7 @@
 """The check of one generated layout case (``dsv41_rope/conformance/test_generated_layouts.py``, the gating-power test's
 layout probes): the implementation under test on strided views of values, angles and upstream gradient that
-``dsv41_rope.conformance.layouts`` builds, against the oracle on every backend and the eager reference on CUDA, with
+``dsv41_rope.conformance.layouts`` builds, against its reference (``references``: the oracle and the eager path on
+CUDA; on a CPU, the oracle for a call that ran a Triton kernel, the CPU's eager path otherwise), with
 every storage element outside what the op may write kept bit for bit. The comparisons and their report records are those
 of :mod:`dsv41_rope.conformance.checks`, compared and failing as :mod:`dsv41_rope.conformance.comparisons` says.
 """
@@ -13,6 +14,7 @@ from dsv41_rope.conformance.checks import (
     AUTOGRAD_NORMALIZATION,
     contraction_of,
     eager_reference,
+    held_call,
     kernel_frequencies_of,
     on_cpu,
 )
@@ -46,7 +48,8 @@ GENERATED_IN_PLACE_VS_EAGER = "generated-in-place-vs-eager"
 def check_generated_case(
     spec: LayoutSpec, device: torch.device, implementation: Judged, ulp_drift=None, *, in_place: bool = False
 ) -> None:
-    """One generated case, checked against the oracle (every backend) and PyTorch's eager path (CUDA).
+    """One generated case, checked against its reference: the oracle (a GPU; a CPU call that ran Triton code) and
+    the device's eager path (a GPU; a CPU call that ran PyTorch code).
 
     Out of place (the implementation's forward): the forward (or inverse, as the spec says) equals the oracle bit for
     bit; the autograd gradient for the spec's upstream gradient equals the oracle backward up to the signed zeros and
@@ -79,31 +82,40 @@ def _out_of_place_matches(spec: LayoutSpec, device: torch.device, implementation
     inputs = build_inputs(spec, device)
     storages_before = _storages(inputs)
     leaf = inputs.values.detach().requires_grad_(True)
-    output = implementation.forward(leaf, inputs.angles, inverse=spec.inverse)
-    (gradient,) = torch.autograd.grad(output, leaf, inputs.grad_output)
+
+    def forward_and_backward() -> tuple[torch.Tensor, torch.Tensor]:
+        output = implementation.forward(leaf, inputs.angles, inverse=spec.inverse)
+        return output, torch.autograd.grad(output, leaf, inputs.grad_output)[0]
+
+    (output, gradient), reference = held_call(device, implementation, forward_and_backward, ulp_drift)
     _assert_storages_unchanged(spec, inputs, storages_before)
 
-    values, upstream = on_cpu(inputs.values, None), on_cpu(inputs.grad_output, None)
-    frequencies = on_cpu(kernel_frequencies_of(inputs.angles, implementation), None)
-    contraction = contraction_of(device)
-    expected = oracle_eager.apply_rope(values, frequencies, inverse=spec.inverse, contraction=contraction)
-    assert_bits(ulp_drift, GENERATED_FORWARD_VS_ORACLE, spec, device, on_cpu(output, None), expected, values=values)
-    expected_gradient = oracle_eager.apply_rope_backward(
-        upstream, frequencies, inverse=spec.inverse, contraction=contraction
-    )
-    assert_bits(
-        ulp_drift,
-        GENERATED_BACKWARD_VS_ORACLE,
-        spec,
-        device,
-        on_cpu(gradient, None),
-        expected_gradient,
-        values=upstream,
-        allow=AUTOGRAD_NORMALIZATION,
-    )
-    if device.type == "cuda":
+    if reference.uses_oracle:
+        values, upstream = on_cpu(inputs.values, None), on_cpu(inputs.grad_output, None)
+        frequencies = on_cpu(kernel_frequencies_of(inputs.angles, implementation), None)
+        contraction = contraction_of(device)
+        expected = oracle_eager.apply_rope(values, frequencies, inverse=spec.inverse, contraction=contraction)
+        output_on_cpu = on_cpu(output, None)
+        label = GENERATED_FORWARD_VS_ORACLE
+        assert_bits(ulp_drift, label, spec, device, output_on_cpu, expected, values=values, held_to=reference.name)
+        expected_gradient = oracle_eager.apply_rope_backward(
+            upstream, frequencies, inverse=spec.inverse, contraction=contraction
+        )
+        assert_bits(
+            ulp_drift,
+            GENERATED_BACKWARD_VS_ORACLE,
+            spec,
+            device,
+            on_cpu(gradient, None),
+            expected_gradient,
+            values=upstream,
+            allow=AUTOGRAD_NORMALIZATION,
+            held_to=reference.name,
+        )
+    if reference.eager_on_device:
         eager = eager_reference(inputs.values, inputs.angles, spec.inverse)
-        assert_bits(ulp_drift, GENERATED_FORWARD_VS_EAGER, spec, device, output, eager, values=inputs.values)
+        label = GENERATED_FORWARD_VS_EAGER
+        assert_bits(ulp_drift, label, spec, device, output, eager, values=inputs.values, held_to=reference.name)
         eager_leaf = inputs.values.detach().requires_grad_(True)
         eager_output = eager_reference(eager_leaf, inputs.angles, spec.inverse)
         (eager_gradient,) = torch.autograd.grad(eager_output, eager_leaf, inputs.grad_output)
@@ -116,6 +128,7 @@ def _out_of_place_matches(spec: LayoutSpec, device: torch.device, implementation
             eager_gradient,
             values=inputs.grad_output,
             allow=AUTOGRAD_NORMALIZATION,
+            held_to=reference.name,
         )
 
 
@@ -134,21 +147,33 @@ def _in_place_matches(spec: LayoutSpec, device: torch.device, implementation: Im
         return
     original = values.clone()
     original_on_cpu = on_cpu(original, None)
-    expected = oracle_eager.apply_rope(
-        original_on_cpu,
-        on_cpu(kernel_frequencies_of(inputs.angles, implementation), None),
-        inverse=spec.inverse,
-        contraction=contraction_of(device),
+    result, reference = held_call(
+        device, implementation, lambda: implementation.in_place(values, inputs.angles, inverse=spec.inverse), ulp_drift
     )
-    result = implementation.in_place(values, inputs.angles, inverse=spec.inverse)
     assert result is values, f"{spec.id}: the in-place op returned a {type(result).__name__}, not its values tensor"
     _assert_storages_unchanged(spec, inputs, storages_before, written=spec.values)
-    assert_bits(
-        ulp_drift, GENERATED_IN_PLACE_VS_ORACLE, spec, device, on_cpu(values, None), expected, values=original_on_cpu
-    )
-    if device.type == "cuda":
+    if reference.uses_oracle:
+        expected = oracle_eager.apply_rope(
+            original_on_cpu,
+            on_cpu(kernel_frequencies_of(inputs.angles, implementation), None),
+            inverse=spec.inverse,
+            contraction=contraction_of(device),
+        )
+        label = GENERATED_IN_PLACE_VS_ORACLE
+        assert_bits(
+            ulp_drift,
+            label,
+            spec,
+            device,
+            on_cpu(values, None),
+            expected,
+            values=original_on_cpu,
+            held_to=reference.name,
+        )
+    if reference.eager_on_device:
         eager = eager_reference(original, inputs.angles, spec.inverse)
-        assert_bits(ulp_drift, GENERATED_IN_PLACE_VS_EAGER, spec, device, values, eager, values=original)
+        label = GENERATED_IN_PLACE_VS_EAGER
+        assert_bits(ulp_drift, label, spec, device, values, eager, values=original, held_to=reference.name)
 
 
 def _storages(inputs: GeneratedInputs) -> dict[str, torch.Tensor]:

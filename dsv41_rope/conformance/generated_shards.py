@@ -90,6 +90,12 @@ class DriftTally:
     def __init__(self) -> None:
         self._totals: dict[str, dict[str, Any]] = {}
         self._examples: dict[str, int] = {}
+        self._metadata: list[tuple[str, Any]] = []
+
+    def add_run_metadata(self, key: str, value: Any) -> None:
+        """Keeps run-level metadata (``ulp_drift.add_run_metadata``) until :meth:`flush`."""
+        if (key, value) not in self._metadata:
+            self._metadata.append((key, value))
 
     def record(self, *, comparison: str, detail: str = "", **fields: Any) -> None:
         """Adds one example's comparison (the keyword arguments of ``ulp_drift.record``)."""
@@ -110,6 +116,8 @@ class DriftTally:
         """Records the totals in the ulp-drift report (nothing without the fixture)."""
         if ulp_drift is None:
             return
+        for key, value in self._metadata:
+            ulp_drift.add_run_metadata(key, value)
         for comparison, total in self._totals.items():
             examples = f"{self._examples[comparison]} generated examples"
             detail = f"{examples}; first mismatch {total['detail']}" if total["detail"] else examples

@@ -39,6 +39,11 @@ MUTATIONS = {
     ),
     # Rounding, widening, NaNs and signs.
     "bf16-truncating-cast": ("rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16", "rounded = bits >> 16"),
+    # An exact tie rounded away from zero instead of to even: only an exact BF16 tie shows it.
+    "bf16-tie-rounds-half-up": (
+        "rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16",
+        "rounded = (bits + 0x8000) >> 16",
+    ),
     "native-narrowing-truncates": (
         "            return r.to(dtype)\n",
         '            return r.to(dtype, fp_downcast_rounding="rtz")\n',
@@ -133,6 +138,28 @@ MUTATIONS = {
         "return FusedRope.apply(grad_output, angles, not ctx.inverse), None, None",
         "return FusedRope.apply(grad_output, angles, ctx.inverse), None, None",
     ),
+    # The eager fallback (float64 angles, angles that need a gradient, a device with no calibrated variant), in each
+    # direction: the conjugate lost, the direction dropped or flipped on the way to it.
+    "eager-fallback-conjugate-lost": (
+        "        frequencies = frequencies.conj()\n",
+        "        frequencies = frequencies\n",
+    ),
+    "eager-fallback-ignores-inverse": (
+        "return apply_rope_eager(values, angles, inverse=inverse)",
+        "return apply_rope_eager(values, angles)",
+    ),
+    "eager-fallback-rotates-forward-by-the-conjugate": (
+        "return apply_rope_eager(values, angles, inverse=inverse)",
+        "return apply_rope_eager(values, angles, inverse=not inverse)",
+    ),
+    "in-place-eager-fallback-ignores-inverse": (
+        "        rotate_in_place_eagerly(values, angles, inverse)\n        return\n",
+        "        rotate_in_place_eagerly(values, angles, False)\n        return\n",
+    ),
+    "uncalibrated-device-fallback-ignores-inverse": (
+        "return apply_rope_eager(values, angles, inverse=negate_sin)",
+        "return apply_rope_eager(values, angles)",
+    ),
     # In place.
     "in-place-rotates-a-copy": (
         "rotate(values, angles, inverse, in_place=True)",
@@ -153,6 +180,8 @@ BACKEND_ONLY = {
         "bf16-widening-by-cast": "on CUDA, widening BF16 by a cast is exact; the interpreter gets subnormals wrong",
         "bf16-truncating-cast": "the interpreter's narrowing on the bit pattern; CUDA narrows with the conversion "
         "instruction (native-narrowing-truncates)",
+        "bf16-tie-rounds-half-up": "the interpreter's narrowing on the bit pattern; CUDA narrows with the conversion "
+        "instruction",
         # On the H200 this mutant passes every probe, FP32 NaN payloads included.
         "nan-not-canonical": "on CUDA, the GPU's float32 fma and multiply already return the canonical NaN 0x7FFFFFFF",
     },
@@ -221,6 +250,7 @@ TARGETS = {
     "none-variant-left-to-fp-fusion": "float_ops.py",
     "rounded-product-left-to-fp-fusion": "float_ops.py",
     "bf16-truncating-cast": "float_ops.py",
+    "bf16-tie-rounds-half-up": "float_ops.py",
     "native-narrowing-truncates": "float_ops.py",
     "bf16-widening-by-cast": "float_ops.py",
     "nan-not-canonical": "float_ops.py",
@@ -245,6 +275,11 @@ TARGETS = {
     "conjugate-not-passed-to-the-kernel": "launch.py",
     "sign-flip-as-or": "float_ops.py",
     "backward-without-conjugate": "operators.py",
+    "eager-fallback-conjugate-lost": "eager_path.py",
+    "eager-fallback-ignores-inverse": "api.py",
+    "eager-fallback-rotates-forward-by-the-conjugate": "api.py",
+    "in-place-eager-fallback-ignores-inverse": "operators.py",
+    "uncalibrated-device-fallback-ignores-inverse": "operators.py",
     "in-place-rotates-a-copy": "operators.py",
     "in-place-version-not-bumped": "operators.py",
     "calibration-trusts-the-last-segment": "calibration.py",

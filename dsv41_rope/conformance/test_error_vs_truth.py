@@ -7,10 +7,10 @@ values (NaN, inf) have no finite truth: the bit suites cover them.
 
 import pytest
 
-from dsv41_rope.conformance import checks
+from dsv41_rope.conformance import error_bound
 from dsv41_rope.conformance.cases import FINITE_REGIMES, case_params
 
 
 @pytest.mark.parametrize("case", case_params(FINITE_REGIMES))
 def test_normwise_error_within_bound(case, device, impl_under_test, ulp_drift):
-    checks.error_within_bound(case, device, impl_under_test, ulp_drift)
+    error_bound.error_within_bound(case, device, impl_under_test, ulp_drift)

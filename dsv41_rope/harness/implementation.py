@@ -14,6 +14,9 @@ Behaviour beyond the eager contract is judged where the implementation claims it
 ``--rope-impl-claims``, else by the module's ``ROPE_CONFORMANCE_CLAIMS`` (a sequence of claim names), else all of
 them for the project's kernel and none for another.
 
+Which reference a computation is held to is decided from what the call runs (``dsv41_rope.conformance.references``);
+``--rope-reference`` (:data:`REFERENCE_CHOICES`) overrides that decision for runs on a CPU.
+
 Nothing here imports torch when it loads: the plugin that parses the options loads in every pytest session of an
 environment where the suite is installed.
 """
@@ -37,6 +40,7 @@ __all__ = [
     "PROJECT_FUNCTION",
     "PROJECT_IN_PLACE_FUNCTION",
     "PROJECT_MODULE",
+    "REFERENCE_CHOICES",
     "FunctionName",
     "Implementation",
     "ImplementationError",
@@ -46,6 +50,7 @@ __all__ = [
     "load",
     "of_kernel_module",
     "parse_claims",
+    "parse_reference",
     "resolve",
     "source_file",
 ]
@@ -60,6 +65,13 @@ CLAIMS = {
     "double-backward": "the backward is differentiable (create_graph=True) and its gradient is the forward rotation",
 }
 CLAIMS_ATTRIBUTE = "ROPE_CONFORMANCE_CLAIMS"
+# What a computation on a CPU is held to (``--rope-reference``); on a GPU, always that GPU's own eager path.
+REFERENCE_CHOICES = {
+    "auto": "eager CUDA's bits as the oracle emulates them for a call that launched a Triton kernel (which stands in "
+    "for the GPU's), else the CPU's own eager PyTorch path",
+    "cuda-emulated": "eager CUDA's bits as the oracle emulates them, whatever the call runs",
+    "cpu-eager": "the CPU's own eager PyTorch path, whatever the call runs",
+}
 
 
 class ImplementationError(ValueError):
@@ -152,6 +164,7 @@ class Implementation:
         claims: the names of :data:`CLAIMS` the implementation claims.
         kernel: the project kernel's module (or a copy the gating-power test made of it) when that is what is judged,
             for the suites of its internals; None for any other implementation.
+        reference: a key of :data:`REFERENCE_CHOICES`: what a computation on a CPU is held to.
     """
 
     function_name: FunctionName
@@ -160,6 +173,7 @@ class Implementation:
     in_place_function: Callable[..., Any] | None = None
     claims: frozenset[str] = frozenset()
     kernel: types.ModuleType | None = None
+    reference: str = "auto"
 
     @property
     def name(self) -> str:
@@ -257,7 +271,9 @@ def source_file(function: Callable[..., Any] | None, name: FunctionName) -> Path
     return None
 
 
-def load(forward: str | None, in_place: str | None = None, claims: str | None = None) -> Implementation:
+def load(
+    forward: str | None, in_place: str | None = None, claims: str | None = None, reference: str | None = None
+) -> Implementation:
     """Imports the implementation named by the options (each None when not given) and checks that it can be judged.
 
     Args:
@@ -265,10 +281,13 @@ def load(forward: str | None, in_place: str | None = None, claims: str | None = 
         in_place: ``MODULE:FUNCTION`` of an in-place function; the project kernel's own when None and the out-of-place
             function is the project's, none otherwise.
         claims: comma-separated claims; see the module docstring for the default.
+        reference: a key of :data:`REFERENCE_CHOICES`; ``auto`` when None.
 
     Raises:
-        ImplementationError: naming what was looked up, when anything named cannot be imported or is not callable.
+        ImplementationError: naming what was looked up, when anything named cannot be imported or is not callable,
+            or an unknown reference.
     """
+    reference = parse_reference(reference or "auto", "--rope-reference")
     name = FunctionName.parse(forward or PROJECT_MODULE, default_function=PROJECT_FUNCTION, option="--rope-impl")
     function, module = resolve(name, "--rope-impl")
     project = module.__name__ == PROJECT_MODULE and name.function == PROJECT_FUNCTION
@@ -284,7 +303,20 @@ def load(forward: str | None, in_place: str | None = None, claims: str | None = 
         claimed = parse_claims(getattr(module, CLAIMS_ATTRIBUTE), f"{name.module}.{CLAIMS_ATTRIBUTE}")
     else:
         claimed = frozenset(CLAIMS) if project else frozenset()
-    return Implementation(name, function, in_place_name, in_place_function, claimed, module if project else None)
+    kernel = module if project else None
+    return Implementation(name, function, in_place_name, in_place_function, claimed, kernel, reference)
+
+
+def parse_reference(text: str, option: str) -> str:
+    """Reads a reference choice (a key of :data:`REFERENCE_CHOICES`).
+
+    Raises:
+        ImplementationError: on another word.
+    """
+    choice = text.strip()
+    if choice not in REFERENCE_CHOICES:
+        raise ImplementationError(f"{option}={text!r}: expected one of {', '.join(REFERENCE_CHOICES)}")
+    return choice
 
 
 def of_kernel_module(module: types.ModuleType) -> Implementation:

@@ -12,6 +12,8 @@ Options, each with an environment variable that stands in when the option is not
 - ``--rope-impl-in-place MODULE:FUNCTION`` (``DSV41_ROPE_IMPL_IN_PLACE``): an in-place function to judge too.
 - ``--rope-impl-claims CLAIMS`` (``DSV41_ROPE_IMPL_CLAIMS``): comma-separated behaviours the implementation claims
   (``compile``, ``cuda-graphs``, ``double-backward``, or ``none``).
+- ``--rope-reference auto|cuda-emulated|cpu-eager`` (``DSV41_ROPE_REFERENCE``): what a computation on a CPU is held
+  to; ``auto`` decides from what each call runs (``dsv41_rope.conformance.references``).
 
 An implementation named explicitly is imported when the session starts (after choosing the backend, since Triton reads
 ``TRITON_INTERPRET`` when a kernel is defined) and called once on a tiny valid input, with ``inverse=False`` and
@@ -46,6 +48,8 @@ from dsv41_rope.harness.failures import short_failure
 from dsv41_rope.harness.implementation import (
     PROJECT_FUNCTION,
     PROJECT_MODULE,
+    REFERENCE_CHOICES,
+    FunctionName,
     Implementation,
     ImplementationError,
     check_calling_convention,
@@ -57,11 +61,13 @@ __all__ = [
     "CLAIMS_VARIABLE",
     "IMPL_VARIABLE",
     "IN_PLACE_VARIABLE",
+    "REFERENCE_VARIABLE",
     "SUITE_DIRECTORY",
     "SUITE_OPTIONS",
     "SUITE_PACKAGE",
     "Selection",
     "implementation_under_test",
+    "judges_project_kernel",
     "pytest_addoption",
     "pytest_configure",
     "pytest_report_header",
@@ -77,11 +83,13 @@ __all__ = [
 IMPL_VARIABLE = "DSV41_ROPE_IMPL"
 IN_PLACE_VARIABLE = "DSV41_ROPE_IMPL_IN_PLACE"
 CLAIMS_VARIABLE = "DSV41_ROPE_IMPL_CLAIMS"
+REFERENCE_VARIABLE = "DSV41_ROPE_REFERENCE"
 # Each option, in the order Selection takes them, and the variable that stands in for it.
 _VARIABLES = {
     "--rope-impl": IMPL_VARIABLE,
     "--rope-impl-in-place": IN_PLACE_VARIABLE,
     "--rope-impl-claims": CLAIMS_VARIABLE,
+    "--rope-reference": REFERENCE_VARIABLE,
 }
 
 # The suite: its package, and its folder (found from this file, without importing the suite).
@@ -114,6 +122,7 @@ class Selection:
     forward: str | None
     in_place: str | None
     claims: str | None
+    reference: str | None = None
     # The environment variables that named what no option did.
     from_environment: tuple[str, ...] = ()
     _loaded: Implementation | None = None
@@ -121,7 +130,20 @@ class Selection:
     @property
     def explicit(self) -> bool:
         """Whether anything was named on the command line or in the environment."""
-        return any(value is not None for value in (self.forward, self.in_place, self.claims))
+        return any(value is not None for value in (self.forward, self.in_place, self.claims, self.reference))
+
+    @property
+    def judges_project_kernel(self) -> bool:
+        """Whether the project's kernel is judged, decided from the names alone (nothing is imported): the module
+        ``dsv41_rope.kernel`` and its ``apply_rope_triton``, as :func:`dsv41_rope.harness.implementation.load`
+        decides it. A malformed name judges no kernel (the run then stops with a usage error)."""
+        try:
+            name = FunctionName.parse(
+                self.forward or PROJECT_MODULE, default_function=PROJECT_FUNCTION, option="--rope-impl"
+            )
+        except ImplementationError:
+            return False
+        return (name.module, name.function) == (PROJECT_MODULE, PROJECT_FUNCTION)
 
     def load(self) -> Implementation:
         """Imports the implementation (once).
@@ -130,7 +152,7 @@ class Selection:
             ImplementationError: naming what was looked up, when it cannot be judged.
         """
         if self._loaded is None:
-            self._loaded = load(self.forward, self.in_place, self.claims)
+            self._loaded = load(self.forward, self.in_place, self.claims, self.reference)
         return self._loaded
 
     def load_and_check(self) -> Implementation:
@@ -149,9 +171,10 @@ class Selection:
         """One line for the top of the run: the function judged, its source and digest, and what else is judged."""
         if self._loaded is not None:
             described = self._loaded.describe()
+            reference = "" if self._loaded.reference == "auto" else f"; reference forced: {self._loaded.reference}"
             return (
                 f"dsv41-rope: judging {described['function']} ({described['source']}, sha256 {described['sha256']}); "
-                f"in place: {described['in place']}; claims: {described['claims']}"
+                f"in place: {described['in place']}; claims: {described['claims']}{reference}"
             )
         source = kernel_source(PROJECT_MODULE)
         return (
@@ -182,6 +205,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"what the implementation claims beyond the eager contract, comma-separated: compile, cuda-graphs, "
         f"double-backward, or none (default: ${CLAIMS_VARIABLE}, else the module's ROPE_CONFORMANCE_CLAIMS, else all "
         "for the project's kernel and none for another)",
+    )
+    group.addoption(
+        "--rope-reference",
+        metavar="|".join(REFERENCE_CHOICES),
+        help=f"what a computation on a CPU is held to: auto decides from what each call runs (a call that launches a "
+        f"Triton kernel: eager CUDA's bits, emulated; PyTorch code: the CPU's own eager path); on a GPU, always its "
+        f"eager path (default: ${REFERENCE_VARIABLE}, else auto)",
     )
 
 
@@ -332,6 +362,12 @@ def targets_suite(config: pytest.Config, target: str) -> bool:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Names the implementation under test at the top of the run (nothing where the suite was not asked for)."""
     return [config.stash[_SELECTION].header()] if suite_requested(config) else []
+
+
+def judges_project_kernel(config: pytest.Config) -> bool:
+    """Whether the session judges the project's kernel (its self-tests are collected only then), from the options
+    and the environment alone, so that xdist's controller and its workers decide alike."""
+    return config.stash[_SELECTION].judges_project_kernel
 
 
 def implementation_under_test(config: pytest.Config) -> Implementation:

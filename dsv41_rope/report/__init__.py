@@ -27,9 +27,11 @@ The names below are the package's interface; import them from here.
 """
 
 from dsv41_rope.report.added_metadata import (
+    CPU_VERDICT,
     FROM_TESTS,
     IMPLEMENTATION,
     INTERPRETER_ARTEFACTS,
+    REFERENCES,
     checked_value,
     merge_added,
     merge_values,
@@ -116,6 +118,8 @@ __all__ = [
     "INCONSISTENT",
     "IMPLEMENTATION",
     "INTERPRETER_ARTEFACTS",
+    "REFERENCES",
+    "CPU_VERDICT",
     "JSON_NAME",
     "MARKDOWN_NAME",
     "MISMATCH",

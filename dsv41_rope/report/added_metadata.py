@@ -19,7 +19,16 @@ from typing import Any
 
 from dsv41_rope.report.model import encode_non_finite, plain
 
-__all__ = ["FROM_TESTS", "IMPLEMENTATION", "INTERPRETER_ARTEFACTS", "checked_value", "merge_added", "merge_values"]
+__all__ = [
+    "FROM_TESTS",
+    "IMPLEMENTATION",
+    "INTERPRETER_ARTEFACTS",
+    "CPU_VERDICT",
+    "REFERENCES",
+    "checked_value",
+    "merge_added",
+    "merge_values",
+]
 
 # Where the added metadata lives in a report: ``metadata["from_tests"][key]``.
 FROM_TESTS = "from_tests"
@@ -30,6 +39,11 @@ IMPLEMENTATION = "implementation under test"
 # judged runs Triton kernels under it (``dsv41_rope/conformance/conftest.py``): the verdict counts the failures it may
 # explain.
 INTERPRETER_ARTEFACTS = "interpreter artefacts"
+# The key under which the suite's checks record the references they held the implementation's computations to, name:
+# description (``dsv41_rope/conformance/references.py``): the verdict names them.
+REFERENCES = "references"
+# The key under which the suite says that its references were a CPU's, and what to run on a GPU: the verdict ends so.
+CPU_VERDICT = "cpu verdict"
 
 
 def checked_value(value: Any) -> Any:

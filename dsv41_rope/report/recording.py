@@ -122,6 +122,9 @@ class RecordKeeper(Protocol):
     def add(self, record: CaseRecord) -> None:
         """Keeps one record of the current test."""
 
+    def add_run_metadata(self, key: str, value: Any) -> None:
+        """Merges one value of run-level metadata into the run's (`pytest_hooks.add_run_metadata`)."""
+
 
 class UlpDriftRecorder:
     """The `ulp_drift` fixture: records one comparison of one test per `record` call.
@@ -207,3 +210,8 @@ class UlpDriftRecorder:
         )
         self._keeper.add(record)
         self._properties.append((f"ulp_mismatches[{comparison}]", counts["mismatches"]))
+
+    def add_run_metadata(self, key: str, value: Any) -> None:
+        """Adds run-level metadata to the report, as `dsv41_rope.report.pytest_hooks.add_run_metadata` does (for a
+        check that holds the recorder but not the session's config)."""
+        self._keeper.add_run_metadata(key, value)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dsv41_rope.report.added_metadata import FROM_TESTS, INTERPRETER_ARTEFACTS
+from dsv41_rope.report.added_metadata import CPU_VERDICT, FROM_TESTS, INTERPRETER_ARTEFACTS, REFERENCES
 from dsv41_rope.report.baseline import BaselineComparison
 from dsv41_rope.report.failed_tests import tests_failed
 from dsv41_rope.report.model import COMPLETENESS, Report
 
-__all__ = ["incompleteness", "verdict", "verdict_status"]
+__all__ = ["held_to", "incompleteness", "verdict", "verdict_status"]
 
 
 def incompleteness(report: Report) -> list[str]:
@@ -86,7 +86,24 @@ def verdict(report: Report, comparison: BaselineComparison | None = None) -> str
         )
         if comparison.hypothesis:
             baseline += f"; {comparison.hypothesis}"
-    return f"ulp-drift verdict: {verdict_status(report, comparison)} - {text}; {baseline}"
+    return f"ulp-drift verdict: {verdict_status(report, comparison)} - {text}; {baseline}{held_to(report)}"
+
+
+def held_to(report: Report) -> str:
+    """What the run held the implementation to (``metadata["from_tests"]["references"]``, name: description), and,
+    for a run on a CPU, that its verdict says nothing of a GPU's bits and what to run there; empty when the tests
+    recorded no reference."""
+    added = report.metadata.get(FROM_TESTS)
+    if not isinstance(added, Mapping):
+        return ""
+    references = added.get(REFERENCES)
+    text = ""
+    if isinstance(references, Mapping) and references:
+        text = "; held to " + "; and to ".join(f"{name} ({description})" for name, description in references.items())
+    cpu_verdict = added.get(CPU_VERDICT)
+    if cpu_verdict:
+        text += f" - {cpu_verdict if isinstance(cpu_verdict, str) else '; '.join(map(str, cpu_verdict))}"
+    return text
 
 
 def _artefacts(report: Report) -> str:

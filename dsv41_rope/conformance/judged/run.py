@@ -3,7 +3,8 @@
 Usage:
     python -m dsv41_rope.conformance.judged.run [--out DIR] [--timeout S] [IMPLEMENTATION ...] [-- PYTEST ARGS]
 
-judges each implementation (``MODULE[:FUNCTION]``; by default the wrong ones of ``dsv41_rope.conformance.judged.wrong``)
+judges each implementation (``MODULE[:FUNCTION]``; by default the wrong ones of ``dsv41_rope.conformance.judged.wrong``
+and ``dsv41_rope.conformance.judged.plain``)
 on :data:`SLICE` (or the pytest arguments after ``--``) and prints, for each, the verdict and every failed test with the
 comparison that failed it. Exit status 0 when every wrong implementation failed and every other one passed.
 """
@@ -28,6 +29,7 @@ __all__ = [
     "SLICE_MODULES",
     "SUITE",
     "TIMED_OUT",
+    "PLAIN_WRONG",
     "WRONG",
     "Outcome",
     "judge",
@@ -66,6 +68,11 @@ def passing_counts(backend: str) -> dict[str, int]:
 WRONG = {
     name: f"dsv41_rope.conformance.judged.wrong:{name}"
     for name in ("rotates_leading_channels", "product_in_bf16", "backward_without_conjugate", "canonical_nan_copies")
+}
+# Plain PyTorch ones, no Triton: held to the CPU's own eager path on a CPU, to the GPU's on a GPU.
+PLAIN_WRONG = {
+    name: f"dsv41_rope.conformance.judged.plain:{name}"
+    for name in ("rotates_leading_channels", "forgets_the_conjugate", "nan_with_a_payload")
 }
 # The exit status an outcome reports when the run was killed at its time limit (as timeout(1) reports it).
 TIMED_OUT = 124
@@ -185,7 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m dsv41_rope.conformance.judged.run", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("implementations", nargs="*", metavar="IMPLEMENTATION", default=list(WRONG.values()))
+    every_wrong = [*WRONG.values(), *PLAIN_WRONG.values()]
+    parser.add_argument("implementations", nargs="*", metavar="IMPLEMENTATION", default=every_wrong)
     parser.add_argument("--out", type=Path, help="keep each run's junit XML and report here (default: a temp dir)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per run (default 300)")
     args = parser.parse_args(argv)
@@ -196,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             workdir = out / implementation.replace(":", "-").replace(".", "-")
             outcome = judge(implementation, workdir, pytest_args, timeout=args.timeout)
             print(outcome.summary(), flush=True)
-            wrong = implementation in WRONG.values()
+            wrong = implementation in every_wrong
             expected_right &= (outcome.exit_status == 1) if wrong else (outcome.exit_status == 0)
     return 0 if expected_right else 1
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import warnings
 
 import pytest
 import torch
@@ -54,6 +55,12 @@ def _forced_variant(contraction: str, check):
 
     probe.__name__ = f"{check.__name__}[{contraction}]"
     return probe
+
+
+def _forward_matches_reference(case, device, module):
+    """The forward against its reference, the oracle only on a GPU (a forced variant the device's eager path does not
+    use has no eager bits to equal)."""
+    checks.forward_matches_reference(case, device, module, eager_on_gpu=False)
 
 
 def _version_counter_is_bumped(case, device, module):
@@ -119,6 +126,26 @@ def _calibration_selects_the_kernel(case, device, module):
         assert calibration.contraction is not None, f"calibration against {device}'s eager path: {calibration.observed}"
 
 
+def _uncalibrated_device_gives_eager_bits(case, device, module):
+    """Where the device's eager multiply matches no variant, every call takes the eager path, in its direction."""
+    multiply = eager_multiply(lambda numel: ("first", "first") if numel % 512 == 0 else ("second", "first"))
+    calibrations = module.calibration.CALIBRATIONS
+    previous = calibrations.get(device)
+    calibrations[device] = module.calibrate(device, multiply=multiply)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            values, angles = make_values(case, device), make_angles(case, device)
+            output = module.apply_rope_triton(values, angles, inverse=case.inverse)
+    finally:
+        if previous is None:
+            del calibrations[device]
+        else:
+            calibrations[device] = previous
+    expected = checks.eager_reference(values, angles, case.inverse)
+    checks.assert_bits(None, "uncalibrated-fallback-vs-eager", case, device, output, expected, values=values)
+
+
 def _kernel_cos_sin_equal_polar(case, device, module):
     if device.type != "cuda":
         return  # the interpreter's cos/sin are numpy's: test_frequencies.py covers them
@@ -132,28 +159,35 @@ def _kernel_cos_sin_equal_polar(case, device, module):
 # the value regimes where rounding, NaN and zero handling show. Small shapes on every device: each mutant compiles
 # its kernels anew, and size adds nothing to what a mutation can show.
 PROBES = [
-    (checks.forward_matches_oracle, Case("fp32", "query", "contiguous", False, "normal", small=True)),
-    (checks.forward_matches_oracle, Case("fp32", "inverse-output", "transposed", True, "normal", small=True)),
-    (checks.forward_matches_oracle, Case("bf16", "query", "contiguous", False, "normal", small=True)),
-    (checks.forward_matches_oracle, Case("bf16", "odd-channels", "padded-rows", True, "tiny", small=True)),
+    (_forward_matches_reference, Case("fp32", "query", "contiguous", False, "normal", small=True)),
+    (_forward_matches_reference, Case("fp32", "inverse-output", "transposed", True, "normal", small=True)),
+    (_forward_matches_reference, Case("bf16", "query", "contiguous", False, "normal", small=True)),
+    (_forward_matches_reference, Case("bf16", "odd-channels", "padded-rows", True, "tiny", small=True)),
     (
-        checks.forward_matches_oracle,
+        _forward_matches_reference,
         Case("bf16", "batch3", "transposed", False, "special", per_batch_angles=True, small=True),
     ),
     (
-        checks.forward_matches_oracle,
+        _forward_matches_reference,
         Case("bf16", "batch3", "contiguous", True, "normal", per_batch_angles=True, small=True),
     ),
-    (checks.forward_matches_oracle, Case("fp16", "index-query", "contiguous", True, "special", small=True)),
-    (checks.forward_matches_oracle, Case("fp32", "window-kv", "contiguous", False, "special", small=True)),
+    (_forward_matches_reference, Case("fp16", "index-query", "contiguous", True, "special", small=True)),
+    (_forward_matches_reference, Case("fp32", "window-kv", "contiguous", False, "special", small=True)),
     (checks.gradient_is_conjugate_rotation, Case("fp32", "query", "contiguous", False, "normal", small=True)),
+    # Exact BF16 ties, and the eager fallback in both directions, out of place and in place (float64 angles, angles
+    # that need a gradient).
+    (_forward_matches_reference, Case("bf16", "batch3", "transposed", False, "ties", per_batch_angles=True)),
+    (_forward_matches_reference, Case("fp32", "batch3", "contiguous", True, "normal", angles="float64")),
+    (_forward_matches_reference, Case("bf16", "batch3", "contiguous", False, "normal", angles="require-grad")),
+    (checks.in_place_matches, Case("bf16", "batch3", "contiguous", True, "normal", angles="float64")),
+    (_uncalibrated_device_gives_eager_bits, Case("fp32", "batch3", "contiguous", True, "normal")),
     (checks.in_place_matches, Case("bf16", "query", "channel-strided", True, "normal", small=True)),
     (_version_counter_is_bumped, Case("fp32", "batch3", "transposed", False, "normal")),
     (_rows_sharing_a_position, Case("bf16", "batch3", "transposed", False, "normal", per_batch_angles=True)),
     (_rows_sharing_a_position, Case("fp16", "index-query", "contiguous", True, "normal", small=True)),
     (_every_chunk_path, Case("bf16", "odd-channels", "padded-rows", True, "normal")),
     (
-        _forced_variant("second/none", checks.forward_matches_oracle),
+        _forced_variant("second/none", _forward_matches_reference),
         Case("fp32", "query", "contiguous", False, "normal", small=True),
     ),
     (_non_uniform_eager_path_is_refused, Case("fp32", "query", "contiguous", False, "normal", small=True)),

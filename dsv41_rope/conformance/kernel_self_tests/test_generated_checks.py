@@ -32,9 +32,13 @@ EXPANDED_BATCH = _spec(torch.empty(1, 4, 2, 16).expand(3, 4, 2, 16), torch.empty
 class _Recorder:
     def __init__(self) -> None:
         self.comparisons: list[str] = []
+        self.metadata: dict[str, object] = {}
 
     def record(self, *, comparison: str, **fields) -> None:
         self.comparisons.append(comparison)
+
+    def add_run_metadata(self, key: str, value: object) -> None:
+        self.metadata[key] = value
 
 
 def _with(rope: types.ModuleType, **operations) -> Implementation:
@@ -66,6 +70,8 @@ def test_kernel_passes_and_its_comparisons_are_recorded(rope, device, spec):
     recorder = _Recorder()
     generated_checks.check_generated_case(spec, device, rope, recorder)
     assert recorder.comparisons[:2] == ["generated-fused-vs-oracle", "generated-backward-vs-oracle"]
+    held_to = "eager CUDA" if device.type == "cuda" else "eager CUDA, emulated"
+    assert list(recorder.metadata["references"]) == [held_to]
 
 
 def test_wrong_bits_fail_with_the_inputs_as_code(rope, device):

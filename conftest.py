@@ -6,8 +6,8 @@ imports the kernel. Set ``TRITON_INTERPRET=1`` yourself to run the interpreter o
 worker process runs this file too (``dsv41_rope/conformance/conftest.py`` pins worker ``gwN`` to GPU ``N mod k``).
 
 ``dsv41_rope.pytest_plugin`` loads the implementation under test (``--rope-impl``) and the ulp-drift report plugin. An
-installed distribution registers it as a pytest11 entry point of the same name, which this line then finds loaded; a
-checkout run without installing (a GPU runner's) loads it from here.
+installed distribution registers it as the pytest11 entry point ``dsv41_rope``; a checkout run without installing (a
+GPU runner's) registers it here under that name, so that ``-p no:dsv41_rope`` blocks it either way.
 
 Nothing here imports torch: xdist's controller only hands tests out to its workers, and torch's import (3-7 s on the
 H200) would delay their start (docs/ci.md).
@@ -15,12 +15,19 @@ H200) would delay their start (docs/ci.md).
 
 from __future__ import annotations
 
+import pytest
+
+from dsv41_rope import pytest_plugin
 from dsv41_rope.harness import backend, provenance
 from dsv41_rope.harness.under_test import runs_tests
 
 backend.choose()
 
-pytest_plugins = ["dsv41_rope.pytest_plugin"]
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """Registers the suite's plugin where no entry point did (pytest calls this as it registers this conftest, before
+    it parses the command line, so the plugin's options are parsed too)."""
+    pytest_plugin.register_once(pluginmanager)
 
 
 def pytest_report_header(config) -> list[str]:

@@ -1,14 +1,19 @@
-"""README's "Certify your own kernel" keeps its smoke selection honest: the ``-k`` it gives for a first try selects a
-small slice of the suite (a minute of CPU) that still reaches every property any implementation answers to."""
+"""README's "Certify your own kernel" keeps its commands and smoke selection honest: each ``dsv41-rope`` line is one the
+command takes, and the ``-k`` it gives for a first try selects a small slice of the suite (a minute of CPU) that still
+reaches every property any implementation answers to. Its ``pip install`` line: tests/test_install_lines.py."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from dsv41_rope import cli
 from dsv41_rope.cli import SMOKE_SELECTION
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,6 +46,29 @@ def stated_smoke_size() -> int:
     found = re.findall(r"smoke selection of (\d+) tests", certify_section())
     assert len(found) == 1, f"the section should state the smoke selection's size once, found {found}"
     return int(found[0])
+
+
+def certify_lines() -> list[str]:
+    """The ``dsv41-rope`` commands of the section's shell blocks, comments dropped."""
+    blocks = re.findall(r"```bash\n(.*?)```", certify_section(), re.S)
+    lines = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
+    return [line for line in lines if line.startswith("dsv41-rope ")]
+
+
+def test_each_certify_line_is_one_the_command_takes() -> None:
+    lines = certify_lines()
+    assert len(lines) >= 2, f"expected a smoke line and a whole-suite line, found {lines}"
+    for line in lines:
+        try:
+            args = cli.parse_arguments(shlex.split(line)[1:])
+        except SystemExit as error:
+            pytest.fail(f"{line!r}: the command refuses it (exit {error.code})")
+        assert args.command == "certify" and cli.certify_command(args)[:4] == [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+        ]
 
 
 def test_the_readme_gives_the_commands_smoke_selection() -> None:

@@ -206,7 +206,12 @@ def test_ci_audits_the_workflows_before_the_tests() -> None:
         if line and not line.startswith(("#", "set ", "cd "))
     ]
     # ruff first: the quickest check, and the one most changes trip.
-    assert ci_commands == [".ci/lint-python", ".ci/lint-workflows", "./run tests --junitxml=reports/junit.xml"]
+    assert ci_commands == [
+        ".ci/lint-python",
+        ".ci/lint-workflows",
+        "./run tests --junitxml=reports/junit.xml",
+        ".ci/smoke-torch-newest",  # tests/test_ci_tox.py
+    ]
     lint = (REPO / ".ci" / "lint-workflows").read_text(encoding="utf-8")
     assert "set -euo pipefail" in lint
     assert '-m pip install -q "zizmor==$zizmor_version" "check-jsonschema==$check_jsonschema_version"' in lint

@@ -1,16 +1,20 @@
-"""The README's install lines give what they promise: every ``pip install`` in it names extras the package has, the
-``conformance`` extra holds everything the installed suite imports outside torch, and hypothesis is pinned to the one
-version ``./run`` installs and the baselines' generated cases were drawn with."""
+"""The README's install lines give what they promise: every ``pip install`` in it works as written from a clone's root
+(a path that exists there or a wheel an earlier line builds, else a valid requirement) and names extras the package
+has, the ``conformance`` extra holds everything the installed suite imports outside torch, and hypothesis is pinned to
+the one version ``./run`` installs and the baselines' generated cases were drawn with."""
 
 from __future__ import annotations
 
 import ast
 import re
+import shlex
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
@@ -21,10 +25,21 @@ DISTRIBUTIONS = {"xdist": "pytest-xdist", "pytest_split": "pytest-split", "yaml"
 PROVIDED = set(sys.stdlib_module_names) | {"dsv41_rope", "_pytest"}
 
 
+def readme_commands() -> list[str]:
+    """Every command of README.md's shell code blocks, in order, comments dropped."""
+    blocks = re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.S)
+    return [line.split("#")[0].strip() for block in blocks for line in block.splitlines() if line.split("#")[0].strip()]
+
+
 def readme_install_lines() -> list[str]:
     """Every ``pip install`` command of README.md's code blocks."""
-    blocks = re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.S)
-    return [line.split("#")[0].strip() for block in blocks for line in block.splitlines() if "pip install" in line]
+    return [line for line in readme_commands() if "pip install" in line]
+
+
+def built_wheel() -> str:
+    """The file ``python -m build`` writes for this package: ``dist/{name}-{version}-py3-none-any.whl``."""
+    name = canonicalize_name(PROJECT["name"]).replace("-", "_")
+    return f"dist/{name}-{PROJECT['version']}-py3-none-any.whl"
 
 
 def requirement_name(requirement: str) -> str:
@@ -62,6 +77,27 @@ def test_each_readme_install_line_names_extras_the_package_has(line: str) -> Non
     extras = [extra for group in re.findall(r"\[([\w,-]+)\]", line) for extra in group.split(",")]
     assert extras, f"{line!r} installs no extra: the suite's tools would be missing"
     assert set(extras) <= set(PROJECT["optional-dependencies"]), f"{line!r}: unknown extras"
+
+
+@pytest.mark.parametrize("line", readme_install_lines())
+def test_each_readme_install_line_works_from_a_clones_root(line: str) -> None:
+    words = shlex.split(line)
+    targets = [word for word in words[words.index("install") + 1 :] if not word.startswith("-")]
+    assert targets, f"{line!r} installs nothing"
+    for target in targets:
+        path = re.sub(r"\[[\w,-]+\]$", "", target)
+        if path == built_wheel():
+            earlier = readme_commands()[: readme_commands().index(line)]
+            assert any(command.startswith("python -m build") for command in earlier), f"{line!r}: nothing builds {path}"
+        elif path.startswith((".", "/")) or "/" in path or path.endswith(".whl"):
+            assert (REPO / path).exists(), (
+                f"{line!r}: {path} is not a path in a clone's root (expected . or {built_wheel()})"
+            )
+        else:
+            try:
+                Requirement(target)
+            except InvalidRequirement as error:
+                pytest.fail(f"{line!r}: {target!r} is neither a path in a clone's root nor a requirement: {error}")
 
 
 def test_the_readme_has_a_line_for_a_gpu_runner_and_one_for_a_checkout() -> None:

@@ -75,7 +75,26 @@ def test_the_wheel_holds_the_suite_its_plugin_and_baselines(wheel):
     assert data - names == set(), "data files of the package (baselines, the kernel's tuning) missing from the wheel"
     (entry_points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
     text = archive.read(entry_points).decode()
-    assert "[pytest11]\ndsv41_rope.pytest_plugin = dsv41_rope.pytest_plugin" in text
+    assert "[pytest11]\ndsv41_rope = dsv41_rope.pytest_plugin" in text, text
+
+
+def test_p_no_dsv41_rope_keeps_the_installed_plugin_out(wheel, tmp_path):
+    python = _fresh_environment(tmp_path, wheel)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "PYTHONPATH"))}
+    pytest_command = [str(python), "-m", "pytest", "-p", "no:cacheprovider"]
+    loaded = subprocess.run([*pytest_command, "--help"], cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert loaded.returncode == 0 and "--rope-impl" in loaded.stdout, "the entry point did not load the plugin"
+    blocked = subprocess.run(
+        [*pytest_command, "-p", "no:dsv41_rope", "--rope-impl", "their_rope"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert blocked.returncode == pytest.ExitCode.USAGE_ERROR, f"got exit {blocked.returncode}, expected 4 (usage error)"
+    assert "unrecognized arguments: --rope-impl" in blocked.stderr, blocked.stderr[-2000:]
 
 
 def test_installed_suite_judges_a_vendored_kernel_from_any_directory(wheel, tmp_path):

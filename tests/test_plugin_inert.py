@@ -3,8 +3,8 @@ that project's sessions, which must get the same header, the same ``-n auto`` wo
 hooks and no report as without it; a session that asks for the suite (its tests, its options, its environment
 variables) still gets them all.
 
-The other project is a temporary folder run as the entry point would load the plugin (``-p dsv41_rope.pytest_plugin``;
-``-p no:dsv41_rope.pytest_plugin`` blocks it for the run without). A GPU host is faked where the worker count is read
+The other project is a temporary folder run as the entry point would load the plugin (``-p dsv41_rope``, the entry
+point's name; ``-p no:dsv41_rope`` blocks it for the run without). A GPU host is faked where the worker count is read
 (`dsv41_rope.harness.devices`, the CUDA driver's devices), as in tests/test_backend_devices.py.
 """
 
@@ -13,18 +13,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 import xdist.plugin
 
+from dsv41_rope import pytest_plugin
 from dsv41_rope.harness import backend, devices, under_test
 from dsv41_rope.report import run_session
 
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
-PLUGIN = "dsv41_rope.pytest_plugin"
+PLUGIN = pytest_plugin.PLUGIN_NAME
 # What the suite's plugin takes on the faked GPU host: 7 GPUs of 80 GiB, 8 workers each (a count no core count of
 # xdist's own is likely to match; the tests check that it does not).
 GPUS = 7
@@ -267,3 +269,25 @@ def test_a_suite_inside_a_virtualenv_is_not_the_projects(
     assert not under_test.suite_requested(pytester.parseconfig("-p", PLUGIN))
     assert not under_test.suite_requested(pytester.parseconfig("-p", PLUGIN, str(venv)))
     assert under_test.suite_requested(pytester.parseconfig("-p", PLUGIN, str(suite)))
+
+
+def checkout_pytest(*args: str) -> subprocess.CompletedProcess[str]:
+    """pytest in the checkout with no entry point loaded, so that only the root conftest can register the plugin."""
+    environment = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
+    return subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=300)
+
+
+def test_the_entry_point_has_the_name_that_p_no_takes() -> None:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    entry_points = pyproject["project"]["entry-points"]["pytest11"]
+    expected = {PLUGIN: "dsv41_rope.pytest_plugin"}
+    assert entry_points == expected, f"got {entry_points}, expected {expected}: -p no:{PLUGIN} blocks it by name"
+
+
+def test_the_checkouts_conftest_registers_the_plugin_unless_p_no_blocks_it() -> None:
+    loaded = checkout_pytest("--help")
+    assert loaded.returncode == 0 and "--rope-impl" in loaded.stdout, loaded.stdout[-2000:] + loaded.stderr[-2000:]
+    blocked = checkout_pytest("-p", f"no:{PLUGIN}", "--rope-impl", "their_rope", "--co", "tests/test_install_lines.py")
+    assert blocked.returncode == pytest.ExitCode.USAGE_ERROR, f"got exit {blocked.returncode}, expected 4 (usage error)"
+    assert "unrecognized arguments: --rope-impl" in blocked.stderr, blocked.stderr[-2000:]

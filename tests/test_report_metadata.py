@@ -97,7 +97,7 @@ def test_add_run_metadata_checks_its_arguments(pytester: pytest.Pytester) -> Non
     with pytest.raises(TypeError, match="a set is not"):
         add_run_metadata(config, "devices", {"cuda:0"})
     # An installed suite's entry point loads the plugin in every session; blocked, it is not active.
-    without_plugin = pytester.parseconfigure("-p", "no:dsv41_rope.pytest_plugin")
+    without_plugin = pytester.parseconfigure("-p", "no:dsv41_rope")
     with pytest.raises(RuntimeError, match="plugin is not active"):
         add_run_metadata(without_plugin, "variant", "first/first")
 

@@ -1,5 +1,5 @@
 """Tests of the report package's functions, without pytest runs: the baseline comparison, the strict JSON, the
-optional plot, and the terminal table's width."""
+optional plot, the terminal table's width, and the line beside FP32 error figures."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from dsv41_rope.report import (
     render_terminal,
     write_report,
 )
+from dsv41_rope.report.render_markdown import FP32_ERROR_NOTE as MARKDOWN_FP32_NOTE
+from dsv41_rope.report.render_text import FP32_ERROR_NOTE as TERMINAL_FP32_NOTE
 
 EDGES = [0.0, 0.5, 1.0, 2.0, math.inf]
 
@@ -121,3 +123,31 @@ def test_devices_kept_apart_have_rows_of_their_own() -> None:
     assert lines[0] == "all cases: backend triton"
     assert lines[1].split()[:3] == ["device", "dtype", "comparison"] and lines[3].startswith("NVIDIA B200  bfloat16")
     assert max(len(line) for line in lines) <= 120
+
+
+def test_fp32_error_figures_say_why_the_elementwise_max_is_large_and_which_figure_is_bounded() -> None:
+    fp32 = record(dtype="fp32", elementwise={"max": 2.156e4}, normwise={"max": 1.47})
+    bf16 = record(nodeid="t.py::test[bf16]", elementwise={"max": 0.5}, normwise={"max": 0.5})
+    report = Report(cases={case.key: case for case in (fp32, bf16)})
+    markdown = render_markdown(report)
+    note = MARKDOWN_FP32_NOTE
+    assert note in markdown.splitlines(), "the Markdown report has no line on the FP32 figures"
+    table_end = markdown.index("| fp32 | triton | fused-vs-truth |")
+    assert table_end < markdown.index(note) < markdown.index("### Elementwise ulp histogram"), "not beside the table"
+    for words in ("cancellation in `a*c - b*d`", "near 0 while its pair is not", "norm-wise figure is the one held"):
+        assert words in note, f"the note does not say {words!r}: {note!r}"
+    for bound in ("5.0 ulps", "6.0 when a part of the contraction is `none`", "0.504 ulp", "Norm-wise error bound"):
+        assert bound in note, f"the note does not name {bound!r}: {note!r}"
+    lines = render_terminal(report)
+    terminal_note = TERMINAL_FP32_NOTE
+    assert terminal_note in lines, "the terminal summary has no line on the FP32 figures"
+    assert "a*c - b*d" in terminal_note and "norm max is held to the bound" in terminal_note
+    assert lines.index(terminal_note) < len(lines) - 1 and max(len(line) for line in lines) <= 120
+
+
+def test_no_fp32_line_without_fp32_error_figures() -> None:
+    bits = record(dtype="fp32", comparison="fused-vs-oracle")  # a bit comparison: no ulp figures
+    bf16 = record(nodeid="t.py::test[bf16]", elementwise={"max": 2.0}, normwise={"max": 0.5})
+    report = Report(cases={case.key: case for case in (bits, bf16)})
+    assert MARKDOWN_FP32_NOTE not in render_markdown(report)
+    assert TERMINAL_FP32_NOTE not in render_terminal(report)

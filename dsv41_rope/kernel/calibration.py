@@ -230,7 +230,7 @@ def calibrate(device: torch.device | str | None = None, *, multiply=None) -> Cal
     if torch.compiler.is_compiling() or (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
         raise RuntimeError(
             "calibrate() runs the eager path and reads its bits back, which torch.compile tracing and CUDA-graph "
-            f"capture do not allow: call dsv41_rope.kernel.calibrate({str(device)!r}) before them"
+            f"capture do not allow: call {_calibrate_call(device)} before them"
         )
     with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
         contraction, seen = _matching_contraction(contraction_probe(device), multiply or _eager_multiply)
@@ -258,6 +258,13 @@ def _forced(variable: str, allowed: dict[str, object] | None = None) -> object:
     return parts
 
 
+def _calibrate_call(device: torch.device) -> str:
+    """The call that calibrates ``device`` ahead, as the caller names this package: a vendored copy is imported under
+    its own name, e.g. ``rope.calibrate('cuda:0')``, not ``dsv41_rope.kernel.calibrate('cuda:0')``."""
+    package = __name__.rpartition(".")[0]
+    return f"{package}.calibrate({str(device)!r})"
+
+
 def settings(device: torch.device | str) -> KernelSettings:
     """The contraction variant and frequency source the kernel uses on ``device`` now (calibrating a CUDA device on
     first use; a forcing environment variable wins)."""
@@ -277,7 +284,7 @@ def kernel_settings(device: torch.device) -> KernelSettings:
                 _warn_once(
                     device,
                     f"{device} is not calibrated yet, which cannot happen inside torch.compile tracing or a CUDA-graph "
-                    f"capture: the eager path runs; call dsv41_rope.kernel.calibrate({str(device)!r}) before them",
+                    f"capture: the eager path runs; call {_calibrate_call(device)} before them",
                 )
             return KernelSettings(contraction, bool(in_kernel), "forced" if forced else "not calibrated: eager path")
         calibration = calibrate(device)

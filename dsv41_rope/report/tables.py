@@ -9,12 +9,14 @@ from dsv41_rope.report.model import MISMATCH, NAN_BITS, SIGNED_ZERO
 from dsv41_rope.report.summary import GroupSummary
 
 __all__ = [
+    "FP32_DTYPES",
     "NUMERIC_COLUMNS",
     "compact_devices",
     "format_fraction",
     "format_number",
     "group_row",
     "markdown_table",
+    "shows_fp32_errors",
     "text_table",
     "with_device_column",
 ]
@@ -68,6 +70,19 @@ def group_row(group: GroupSummary) -> list[str]:
         format_fraction(group.correctly_rounded_fraction),
         compact_devices(group.devices),
     ]
+
+
+# The names an FP32 case's dtype goes by: the suite records "fp32", other projects torch's "float32".
+FP32_DTYPES = frozenset({"fp32", "float32"})
+
+
+def shows_fp32_errors(groups: Iterable[GroupSummary]) -> bool:
+    """Whether a group table shows FP32 error figures (a max elementwise or norm-wise ulp error), beside which both
+    renderings say why the elementwise one can be large."""
+    return any(
+        group.dtype.lower() in FP32_DTYPES and (group.elementwise_max is not None or group.normwise_max is not None)
+        for group in groups
+    )
 
 
 def with_device_column(

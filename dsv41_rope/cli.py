@@ -37,10 +37,12 @@ __all__ = [
     "parse_arguments",
 ]
 
-# A first try in under a minute on a CPU: forward bits, copied channels, gradient, error bound, bad input and one
-# shard of generated layouts, on small cases of every dtype (README.md, "Certify your own kernel").
+# A first try in under a minute on a CPU: forward and inverse bits, copied channels, gradient, error bound, bad input,
+# one shard of generated layouts and float64 angles, on small cases of every dtype (README.md, "Certify your own
+# kernel").
 SMOKE_SELECTION = (
-    "contiguous-pairs1-forward-normal or contiguous-pairs1-forward-special or test_bad_input or ci-fp32-4d-forward"
+    "contiguous-pairs1-forward-normal or contiguous-pairs1-forward-special or contiguous-pairs1-inverse-normal"
+    " or test_bad_input or ci-fp32-4d-forward or batch3-inverse-normal-angles-float64"
 )
 SUITE = "dsv41_rope.conformance"
 DEFAULT_REPORT = "rope-report"

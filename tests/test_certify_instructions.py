@@ -25,6 +25,8 @@ EVERY_IMPLEMENTATION = (
     "test_error_vs_truth.py::test_normwise_error_within_bound",
     "test_bad_input.py::test_rejected_with_a_clear_error",
     "test_generated_layouts.py::test_out_of_place_op_matches_eager_on_generated_layouts",
+    "test_input_classes.py::test_forward_matches_its_reference",
+    "test_input_classes.py::test_backward_matches_its_reference",
 )
 
 
@@ -103,3 +105,4 @@ def test_the_smoke_selection_is_small_and_reaches_every_property() -> None:
     for suite in EVERY_IMPLEMENTATION:
         assert any(suite in test for test in tests), f"the smoke selection reaches no {suite}"
     assert {"bf16", "fp16", "fp32"} <= {dtype for test in tests for dtype in re.findall(r"\b(bf16|fp16|fp32)-", test)}
+    assert {"forward", "inverse"} <= {way for test in tests for way in re.findall(r"-(forward|inverse)-", test)}

@@ -19,6 +19,7 @@ import torch
 
 from dsv41_rope.conformance.cases import Case
 from dsv41_rope.conformance.layouts import LayoutSpec
+from dsv41_rope.conformance.references import EMULATED_CUDA
 from dsv41_rope.harness import backend
 from dsv41_rope.harness.failures import ConformanceFailure
 from dsv41_rope.harness.implementation import Judged, judged
@@ -119,6 +120,7 @@ def assert_bits(
         raise ConformanceFailure(
             f"{case.id} {comparison}: " + "; ".join(parts) + (f"; held to {held_to}" if held_to else ""),
             what=f"{comparison}: {failing[0][2]}",
+            held_to=held_to,
         )
     return diffs
 
@@ -163,31 +165,36 @@ def hex_of(tensor: torch.Tensor, coordinates: tuple[int, ...]) -> str:
     return f"0x{pattern:0{2 * tensor.element_size()}X}({float(element):.9g})"
 
 
-def interpreter_caveat(implementation: Judged, dtype_name: str) -> str | None:
+def interpreter_caveat(implementation: Judged, dtype_name: str, *, launched_triton: bool = False) -> str | None:
     """Why a failure of ``implementation`` in ``dtype_name`` may be Triton's interpreter rather than the
-    implementation, or None: another implementation that runs Triton kernels, judged under the interpreter, in a dtype
-    whose casts the interpreter gets wrong (``backend.interpreter_cast_problems``). The project's kernel converts
-    with integer bit operations, which the interpreter runs exactly, and a plain PyTorch implementation never meets
-    the interpreter."""
+    implementation, or None: another implementation's Triton kernels, under an interpreter whose ``tl.fma`` rounds
+    twice (``backend.interpreter_fma_problem``: any dtype) or whose casts are wrong in the dtype
+    (``backend.interpreter_cast_problems``). The project's kernel computes its fma and its conversions exactly under
+    any interpreter (float64 rounded to odd, integer bit operations), and a call that launched no Triton kernel (a
+    plain PyTorch implementation) never meets the interpreter. ``launched_triton``: the failing call was seen
+    launching one."""
     implementation = judged(implementation)
-    if implementation.is_project_kernel or not implementation.runs_triton_kernels:
+    if implementation.is_project_kernel or not (launched_triton or implementation.runs_triton_kernels):
         return None
-    problem = backend.interpreter_cast_problems().get(dtype_name)
-    if problem is None:
+    problems = [backend.interpreter_fma_problem(), backend.interpreter_cast_problems().get(dtype_name)]
+    found = "; ".join(problem for problem in problems if problem)
+    if not found:
         return None
-    return f"may be Triton's interpreter, not {implementation.name}: {problem}; judge {dtype_name} on a GPU"
+    return f"may be Triton's interpreter, not {implementation.name}: {found}; judge {dtype_name} on a GPU"
 
 
 def caveated(check: Callable[..., None]) -> Callable[..., None]:
     """Decorates a check ``check(case, device, implementation, ...)``: a :class:`ConformanceFailure` it raises says
-    :func:`interpreter_caveat` of the case's dtype at the end of its message, where one applies."""
+    :func:`interpreter_caveat` of the case's dtype at the end of its message, where one applies (a failure held to
+    eager CUDA's emulation on a CPU came from a call that launched a Triton kernel)."""
 
     @functools.wraps(check)
     def checked(case: Case | LayoutSpec, device: torch.device, implementation: Judged, *args, **kwargs) -> None:
         try:
             check(case, device, implementation, *args, **kwargs)
         except ConformanceFailure as failure:
-            caveat = interpreter_caveat(implementation, case.dtype_name)
+            launched = failure.held_to == EMULATED_CUDA  # a CPU call that launched a Triton kernel
+            caveat = interpreter_caveat(implementation, case.dtype_name, launched_triton=launched)
             if caveat:
                 failure.args = (f"{failure.args[0]} [{caveat}]", *failure.args[1:])
             raise

@@ -177,14 +177,14 @@ def device() -> torch.device:
 
 @pytest.fixture(scope="session")
 def impl_under_test(request: pytest.FixtureRequest, device: torch.device) -> Implementation:
-    """The implementation the session judges (``--rope-impl``), once the backend can judge it bit-exactly; otherwise
-    the test is skipped, saying why.
+    """The implementation the session judges (``--rope-impl``).
 
     The report's metadata records it (``implementation under test``: functions, source, SHA-256, claims) and, per
     device, the contraction variant the oracle emulates there: the project kernel's calibration (``kernel
     calibration``, with its frequency source) when the project's kernel is judged, the device's (``oracle
-    contraction``) otherwise; and, for another implementation that runs Triton kernels under the interpreter, what
-    the interpreter casts wrongly (``interpreter artefacts``, per dtype), which its failures in those dtypes may be."""
+    contraction``) otherwise; and, for an implementation that runs Triton kernels under an interpreter that gets
+    ``tl.fma`` or a dtype's casts wrong, what it gets wrong (``interpreter artefacts``, per dtype), which its failures
+    there may be (``comparisons.interpreter_caveat``)."""
     import torch
 
     from dsv41_rope.conformance import checks
@@ -193,11 +193,9 @@ def impl_under_test(request: pytest.FixtureRequest, device: torch.device) -> Imp
     implementation = implementation_under_test(request.config)
     if implementation.kernel is not None and not implementation.kernel.HAVE_TRITON:
         pytest.skip("triton is not installed: the fused kernel cannot run")
-    problem = backend.interpreter_fma_problem()
-    if problem:
-        pytest.skip(problem)
     add_run_metadata(request.config, IMPLEMENTATION, implementation.describe())
-    caveats = {dtype: interpreter_caveat(implementation, dtype) for dtype in backend.interpreter_cast_problems()}
+    dtypes = ("bf16", "fp16", "fp32") if backend.interpreter_fma_problem() else backend.interpreter_cast_problems()
+    caveats = {dtype: interpreter_caveat(implementation, dtype) for dtype in dtypes}
     if any(caveats.values()):
         add_run_metadata(request.config, INTERPRETER_ARTEFACTS, {k: v for k, v in caveats.items() if v})
     where = f"{device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else backend.name()})"
@@ -212,7 +210,8 @@ def impl_under_test(request: pytest.FixtureRequest, device: torch.device) -> Imp
 @pytest.fixture(scope="session")
 def rope(impl_under_test: Implementation) -> types.ModuleType:
     """``dsv41_rope.kernel``, for the suites of the project kernel's internals (dispatch, calibration, contraction
-    variants, its own cos/sin, gating mutations); skipped, saying why, when another implementation is judged."""
+    variants, its own cos/sin, gating mutations); skipped, saying why, when another implementation is judged (they
+    are not collected then)."""
     if impl_under_test.kernel is None:
         pytest.skip(f"checks the project kernel's internals ({PROJECT_MODULE}); {impl_under_test.name} is judged")
     return impl_under_test.kernel

@@ -10,24 +10,24 @@ __all__ = ["BACKEND_ONLY", "CAUGHT_BY_CALIBRATION", "LAYOUT_MUTATIONS", "MUTATIO
 MUTATIONS = {
     # The contraction of the complex multiply: the default variant (first/first), and the others.
     "real-part-fuses-second-product": (
-        "real = tl.fma(x0, cos, negate(rounded_product(x1, sin)))",
-        "real = tl.fma(negate(x1), sin, rounded_product(x0, cos))",
+        "real = fma(x0, cos, negate(rounded_product(x1, sin)))",
+        "real = fma(negate(x1), sin, rounded_product(x0, cos))",
     ),
     "imaginary-part-fuses-second-product": (
-        "imag = tl.fma(x0, sin, rounded_product(x1, cos))",
-        "imag = tl.fma(x1, cos, rounded_product(x0, sin))",
+        "imag = fma(x0, sin, rounded_product(x1, cos))",
+        "imag = fma(x1, cos, rounded_product(x0, sin))",
     ),
     "real-part-unfused": (
-        "real = tl.fma(x0, cos, negate(rounded_product(x1, sin)))",
+        "real = fma(x0, cos, negate(rounded_product(x1, sin)))",
         "real = rounded_product(x0, cos) - rounded_product(x1, sin)",
     ),
     "imaginary-part-unfused": (
-        "imag = tl.fma(x0, sin, rounded_product(x1, cos))",
+        "imag = fma(x0, sin, rounded_product(x1, cos))",
         "imag = rounded_product(x0, sin) + rounded_product(x1, cos)",
     ),
     "second-variant-computes-first": (
-        "real = tl.fma(negate(x1), sin, rounded_product(x0, cos))",
-        "real = tl.fma(x0, cos, negate(rounded_product(x1, sin)))",
+        "real = fma(negate(x1), sin, rounded_product(x0, cos))",
+        "real = fma(x0, cos, negate(rounded_product(x1, sin)))",
     ),
     "none-variant-left-to-fp-fusion": (
         "imag = rounded_product(x0, sin) + rounded_product(x1, cos)",

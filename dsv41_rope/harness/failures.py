@@ -25,11 +25,14 @@ class ConformanceFailure(AssertionError):
     Attributes:
         what: the comparison and the kind of difference that failed it, e.g. ``fused-vs-oracle: bit mismatches``; the
             grouped summary of failed tests groups by it.
+        held_to: the reference the comparison held the implementation to (``dsv41_rope.conformance.references``),
+            "" when none (a copy, an input left unwritten).
     """
 
-    def __init__(self, message: str, *, what: str) -> None:
+    def __init__(self, message: str, *, what: str, held_to: str = "") -> None:
         super().__init__(message)
         self.what = what
+        self.held_to = held_to
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,8 +2,8 @@
 dtype, a product rounded once, cos/sin of the angle, and the complex multiply in each contraction variant.
 
 On the GPU these are single instructions (or libdevice calls); Triton's interpreter (numpy) truncates float32 ->
-bfloat16 and widens bfloat16 subnormals wrongly, so there the same steps are integer operations on the bit patterns,
-with the same results.
+bfloat16, widens bfloat16 subnormals wrongly and, in some releases, rounds ``tl.fma`` twice, so there the same steps
+are integer operations on the bit patterns, or an fma in float64 rounded to odd, with the same results.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ __all__ = [
     "cos_sin",
     "divide",
     "flip_sign",
+    "fma",
     "from_float32",
     "negate",
     "rounded_product",
@@ -67,6 +68,22 @@ if HAVE_TRITON:
             return a * b
 
         @triton.jit
+        def fma(a, b, c):
+            """``a * b + c`` rounded once, as the GPU's fma: some interpreters' ``tl.fma`` rounds twice. float64 holds
+            the product exactly; its sum with ``c`` is rounded to odd (nearest, then one step toward the exact sum
+            where that was inexact and the last bit even), which leaves the rounding to float32 the only one."""
+            product = a.to(tl.float64) * b.to(tl.float64)
+            addend = c.to(tl.float64)
+            total = product + addend
+            part = total - product
+            error = (product - (total - part)) + (addend - part)
+            bits = total.to(tl.int64, bitcast=True)
+            finite = (bits & 0x7FF0000000000000) != 0x7FF0000000000000
+            step = tl.where((error > 0) == (total > 0), 1, -1)
+            odd = tl.where(finite & (error != 0) & ((bits & 1) == 0), bits + step, bits)
+            return odd.to(tl.float64, bitcast=True).to(tl.float32)
+
+        @triton.jit
         def cos_sin(angle):
             """cos and sin of float32 angles (numpy's under the interpreter); ``sin x = x`` for subnormal x."""
             subnormal = (angle.to(tl.uint32, bitcast=True) & 0x7FFFFFFF) < 0x00800000
@@ -97,6 +114,11 @@ if HAVE_TRITON:
             )
 
         @triton.jit
+        def fma(a, b, c):
+            """``a * b + c`` rounded once: the GPU's fma instruction."""
+            return tl.fma(a, b, c)
+
+        @triton.jit
         def cos_sin(angle):
             """cos and sin of float32 angles with libdevice, as eager CUDA computes them. Triton links libdevice
             with flush-to-zero, so its ``sinf`` returns 0 for subnormal angles, where eager returns the angle."""
@@ -108,15 +130,15 @@ if HAVE_TRITON:
         """``(x0 + i x1) * (cos + i sin)`` in float32, each part contracted as REAL/IMAG say: the first product
         fused (``first``), the second fused (``second``), or both rounded (``none``)."""
         if REAL == "first":
-            real = tl.fma(x0, cos, negate(rounded_product(x1, sin)))
+            real = fma(x0, cos, negate(rounded_product(x1, sin)))
         elif REAL == "second":
-            real = tl.fma(negate(x1), sin, rounded_product(x0, cos))
+            real = fma(negate(x1), sin, rounded_product(x0, cos))
         else:
             real = rounded_product(x0, cos) - rounded_product(x1, sin)
         if IMAG == "first":
-            imag = tl.fma(x0, sin, rounded_product(x1, cos))
+            imag = fma(x0, sin, rounded_product(x1, cos))
         elif IMAG == "second":
-            imag = tl.fma(x1, cos, rounded_product(x0, sin))
+            imag = fma(x1, cos, rounded_product(x0, sin))
         else:
             imag = rounded_product(x0, sin) + rounded_product(x1, cos)
         return real, imag

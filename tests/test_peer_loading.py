@@ -24,7 +24,9 @@ PEER_IMPORTS = ("nemo_automodel", "transformers", "sglang", "vllm", "flash_attn"
 
 
 def test_importing_the_package_imports_no_peer_and_no_torch():
-    code = "import sys, dsv41_rope.peers, dsv41_rope.peers.loading; print(sorted(sys.modules))"
+    code = (
+        "import sys, dsv41_rope.peers, dsv41_rope.peers.registry, dsv41_rope.peers.loading; print(sorted(sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     loaded = {name.partition(".")[0] for name in done.stdout.strip("[]\n").replace("'", "").split(", ")}
     assert loaded.isdisjoint({"torch", "triton", "numpy", *PEER_IMPORTS}), sorted(loaded & {"torch", *PEER_IMPORTS})

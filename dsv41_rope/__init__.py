@@ -6,7 +6,8 @@ this package, never import torch.
 
 Subpackages: :mod:`dsv41_rope.kernel` (the kernel, vendorable on its own), :mod:`dsv41_rope.oracle` (the CPU emulation
 of eager PyTorch and the float64 truth), :mod:`dsv41_rope.conformance` (the suite), :mod:`dsv41_rope.harness` (which
-implementation the suite judges, where it runs), :mod:`dsv41_rope.report` (the ulp-drift report).
+implementation the suite judges, where it runs), :mod:`dsv41_rope.report` (the ulp-drift report),
+:mod:`dsv41_rope.peers` (adapters that put other projects' DeepSeek V4 rotaries behind the suite's contract).
 """
 
 from __future__ import annotations

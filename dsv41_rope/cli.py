@@ -4,6 +4,7 @@ Usage:
     dsv41-rope certify MODULE:FUNCTION [--smoke] [--in-place MODULE:FUNCTION] [--claims CLAIMS] [--report DIR]
                        [-n WORKERS] [-- PYTEST_ARGS...]    (what follows -- goes to pytest)
     dsv41-rope vendor DEST_DIR --namespace NAME [--force]
+    dsv41-rope matrix [--peers NAMES] [--out DIR] [...]   (dsv41-rope matrix --help)
 
 ``certify`` runs ``python -m pytest --pyargs dsv41_rope.conformance`` on the function, in a fresh process, with a
 worker count right for the machine (``-n auto``: one a core on a CPU, 16 or 8 a GPU), writes the ulp-drift report to
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dsv41_rope import vendor
+from dsv41_rope.harness.smoke import SMOKE_SELECTION
 from dsv41_rope.report.added_metadata import FROM_TESTS
 from dsv41_rope.report.model import JSON_NAME, MARKDOWN_NAME
 
@@ -37,13 +39,6 @@ __all__ = [
     "parse_arguments",
 ]
 
-# A first try in under a minute on a CPU: forward and inverse bits, copied channels, gradient, error bound, bad input,
-# one shard of generated layouts and float64 angles, on small cases of every dtype (README.md, "Certify your own
-# kernel").
-SMOKE_SELECTION = (
-    "contiguous-pairs1-forward-normal or contiguous-pairs1-forward-special or contiguous-pairs1-inverse-normal"
-    " or test_bad_input or ci-fp32-4d-forward or batch3-inverse-normal-angles-float64"
-)
 SUITE = "dsv41_rope.conformance"
 DEFAULT_REPORT = "rope-report"
 # pytest's exit statuses, which certify passes on: what each means, and the verdict word of the last line.
@@ -55,7 +50,10 @@ EXIT_STATUSES = {
     4: ("usage error, including an implementation that cannot be imported or called", "USAGE ERROR"),
     5: ("no tests collected", "NO TESTS SELECTED"),
 }
-_DESCRIPTION = "Certify a RoPE implementation with the installed conformance suite, or vendor the kernel."
+_DESCRIPTION = (
+    "Certify a RoPE implementation with the installed conformance suite, vendor the kernel, or judge the DeepSeek V4 "
+    "RoPEs the field runs side by side."
+)
 _CERTIFY_DESCRIPTION = f"""\
 Judge MODULE:FUNCTION, a function with the contract of Automodel's eager _apply_rope,
 fn(values, angles, *, inverse=False) -> tensor, with the installed conformance suite. It runs
@@ -92,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line's parser: ``certify`` and ``vendor``; their help is plain text and names the exit statuses."""
     plain = {"formatter_class": argparse.RawDescriptionHelpFormatter, "epilog": _EPILOG}
     parser = argparse.ArgumentParser(prog="dsv41-rope", description=_DESCRIPTION, **plain)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{certify,vendor}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{certify,vendor,matrix}")
     certify = commands.add_parser(
         "certify",
         help="judge an implementation with the installed conformance suite",
@@ -115,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     certify.add_argument("-n", dest="workers", default="auto", help="pytest-xdist workers (default: auto)")
     vendoring = commands.add_parser("vendor", help="write a copy of the kernel package (python -m dsv41_rope.vendor)")
     vendoring.add_argument("arguments", nargs=argparse.REMAINDER, help="DEST_DIR --namespace NAME [--force]")
+    # Its own parser takes its arguments (main hands them over before this one parses).
+    commands.add_parser("matrix", help="judge the DeepSeek V4 RoPEs the field runs side by side (matrix --help)")
     return parser
 
 
@@ -161,6 +161,9 @@ def final_line(status: int, report: str | Path, started: float) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns its exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["matrix"]:  # its own process and parser: python -m dsv41_rope.matrix
+        return subprocess.run([sys.executable, "-m", "dsv41_rope.matrix", *argv[1:]], check=False).returncode
     args = parse_arguments(argv)
     if args.command == "vendor":
         return vendor.main(args.arguments)

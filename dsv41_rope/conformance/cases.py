@@ -15,42 +15,38 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
+import os
 import zlib
 
 import torch
 
+from dsv41_rope.conformance.regimes import TIE_ANGLE, huge_angles, regime_values, rope_angles, subnormal_angles
 from dsv41_rope.harness import backend
-from dsv41_rope.oracle.rounding import INTEGER_VIEW
 
 __all__ = [
     "DTYPES",
     "FINITE_REGIMES",
     "ANGLE_CLASSES",
+    "CASE_SIZE_VARIABLE",
     "EDGE_REGIMES",
     "INTERPRETER_FULL_SHAPE",
-    "MANTISSA_BITS",
     "REGIMES",
-    "ROPE_BASE",
     "SHAPES",
     "Case",
     "Shape",
     "all_cases",
     "case_params",
-    "huge_angles",
     "in_interpreter_cover",
     "input_class_cases",
     "input_class_params",
     "make_angles",
     "make_values",
-    "regime_values",
-    "rope_angles",
     "runs_here",
 ]
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-MANTISSA_BITS = {torch.bfloat16: 7, torch.float16: 10, torch.float32: 23}
-ROPE_BASE = 10000.0
+# "small": every case at the interpreter's size on a GPU too (the conformance matrix's runs of other projects' kernels).
+CASE_SIZE_VARIABLE = "DSV41_ROPE_CASE_SIZE"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,10 +89,6 @@ ANGLE_CLASSES = {
     "sequence-by-pairs": "float32 [S, P], for 3-D values",
     "pairs-only": "float32 [P], for 3-D values",
 }
-# log2 of half an ulp of 1 in each dtype: a float32 result this far above a dtype value is an exact tie.
-_HALF_ULP_EXPONENT = {torch.bfloat16: -8, torch.float16: -11, torch.float32: -24}
-# The angle of the ties regime, whose cos and sin every faithful float32 cos/sin gives exactly: cos = 1, sin = 2**-13.
-TIE_ANGLE = 2.0**-13
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,8 +101,7 @@ class Case:
     inverse: bool
     regime: str
     per_batch_angles: bool = False
-    # The interpreter's (CPU) size on every device: for checks that need many kernel compilations, not size.
-    small: bool = False
+    small: bool = False  # the interpreter's size on every device: for checks of many kernel builds, not of size
     # A key of ANGLE_CLASSES.
     angles: str = "rope"
 
@@ -139,7 +130,10 @@ class Case:
         return zlib.crc32(self.id.encode())
 
     def values_shape(self, device: torch.device) -> tuple[int, ...]:
-        return self.shape.gpu if device.type == "cuda" and not self.small else self.shape.cpu
+        """The full-size shape on a GPU, the interpreter's on a CPU, and everywhere for a small case and where
+        :data:`CASE_SIZE_VARIABLE` says ``small``."""
+        small = self.small or os.environ.get(CASE_SIZE_VARIABLE, "full") == "small"
+        return self.shape.gpu if device.type == "cuda" and not small else self.shape.cpu
 
 
 def all_cases(regimes: tuple[str, ...] = REGIMES) -> list[Case]:
@@ -244,79 +238,6 @@ def _layout(storage: torch.Tensor, layout: str, shape: tuple[int, ...]) -> torch
     raise ValueError(f"unknown layout {layout!r}")
 
 
-def regime_values(
-    shape: tuple[int, ...], dtype: torch.dtype, regime: str, generator: torch.Generator, device: torch.device
-) -> torch.Tensor:
-    """Contiguous values of ``dtype`` drawn for ``regime``."""
-    info = torch.finfo(dtype)
-    normal = torch.randn(shape, generator=generator, device=device, dtype=torch.float32)
-    if regime in ("normal", "huge-angles"):
-        return normal.to(dtype)
-    if regime == "large":
-        # Up to a quarter of the largest finite value: a rotated pair stays finite (|pair| <= max / 2**1.5).
-        scale = torch.rand(shape, generator=generator, device=device) * 0.75 + 0.25
-        return (normal.sign() * scale * (info.max / 4)).to(dtype)
-    if regime == "tiny":
-        # Subnormals and the smallest normals of the dtype, both signs.
-        smallest = info.smallest_normal
-        magnitude = torch.rand(shape, generator=generator, device=device) * 2 * smallest
-        return (normal.sign() * magnitude).to(dtype)
-    if regime == "special":
-        return _special_values(normal.to(dtype), generator)
-    if regime == "ties":
-        return _tie_values(shape, dtype, generator, device)
-    if regime == "subnormal-angles":
-        return normal.to(dtype)
-    raise ValueError(f"unknown regime {regime!r}")
-
-
-def _tie_values(
-    shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator, device: torch.device
-) -> torch.Tensor:
-    """Pairs ``(x0, x1)``, counted from the last channel, whose rotation by :data:`TIE_ANGLE` (cos 1, sin 2**-13)
-    has a real part ``x0 -+ x1 * 2**-13`` exactly halfway between two neighbours of the dtype, in one direction or
-    the other (x1's sign): ``x0 = +-2**e (1 + j ulp)`` with even and odd ``j``, ``|x1| * 2**-13`` half its ulp."""
-    mantissa = MANTISSA_BITS[dtype]
-    exponents = torch.randint(-4, 5, shape, generator=generator, device=device).double()
-    steps = torch.randint(0, 2**mantissa, shape, generator=generator, device=device).double()
-    signs = torch.randint(0, 2, (2, *shape), generator=generator, device=device).double() * 2 - 1
-    x0 = signs[0] * torch.exp2(exponents) * (1 + steps * 2.0**-mantissa)
-    x1 = signs[1] * torch.exp2(exponents + _HALF_ULP_EXPONENT[dtype] - math.log2(TIE_ANGLE))
-    from_the_end = torch.arange(shape[-1] - 1, -1, -1, device=device)
-    return torch.where(from_the_end % 2 == 1, x0, x1).to(dtype)
-
-
-def _special_values(values: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """Mix NaNs (canonical and with payloads, both signs), +-inf, +-0, subnormals and extremes into normal values."""
-    dtype, device = values.dtype, values.device
-    info = torch.finfo(dtype)
-    bits_dtype = INTEGER_VIEW[dtype]
-    width = 16 if bits_dtype == torch.int16 else 32
-    mantissa = MANTISSA_BITS[dtype]
-    exponent_all_ones = ((1 << (width - 1 - mantissa)) - 1) << mantissa
-    payload_nan = exponent_all_ones | 0b101  # a quiet-bit-clear payload: a signalling NaN
-    quiet_nan = exponent_all_ones | (1 << (mantissa - 1)) | 0b11
-    to_signed = lambda b: b - (1 << width) if b >= 1 << (width - 1) else b  # noqa: E731
-    specials_bits = [
-        to_signed(quiet_nan),
-        to_signed(quiet_nan | (1 << (width - 1))),  # negative NaN
-        to_signed(payload_nan),
-        to_signed(exponent_all_ones),  # +inf
-        to_signed(exponent_all_ones | (1 << (width - 1))),  # -inf
-        0,
-        to_signed(1 << (width - 1)),  # -0
-        1,  # smallest subnormal
-        to_signed((1 << (width - 1)) | 3),  # a negative subnormal
-    ]
-    extremes = torch.tensor([info.max, -info.max, info.smallest_normal], dtype=dtype, device=device)
-    specials = torch.cat([torch.tensor(specials_bits, dtype=bits_dtype, device=device).view(dtype), extremes])
-    flat = values.reshape(-1).clone()
-    picks = torch.randint(0, 2 * len(specials), flat.shape, generator=generator, device=device)
-    chosen = picks < len(specials)  # about half of the elements become special
-    flat[chosen] = specials[picks[chosen]]
-    return flat.view(values.shape)
-
-
 def make_values(case: Case, device: torch.device, *, salt: int = 0) -> torch.Tensor:
     """The case's values (or, with a salt, another tensor of the same regime, e.g. an upstream gradient)."""
     shape = case.values_shape(device)
@@ -341,7 +262,7 @@ def make_angles(case: Case, device: torch.device) -> torch.Tensor:
     elif case.regime == "ties":
         angles = torch.full((batch, sequence, pairs), TIE_ANGLE, device=device)
     elif case.regime == "subnormal-angles":
-        angles = _subnormal_angles((batch, sequence, pairs), generator, device)
+        angles = subnormal_angles((batch, sequence, pairs), generator, device)
     else:
         positions = torch.arange(sequence, device=device, dtype=torch.float32)
         offsets = torch.randint(0, 4096, (batch, 1, 1), generator=generator, device=device).float() if batch > 1 else 0
@@ -364,32 +285,3 @@ def _of_class(angles: torch.Tensor, angle_class: str) -> torch.Tensor:
     if angle_class == "pairs-only":
         return angles[0, -1].contiguous()
     raise ValueError(f"unknown angle class {angle_class!r}: expected one of {', '.join(ANGLE_CLASSES)}")
-
-
-def _subnormal_angles(shape: tuple[int, ...], generator: torch.Generator, device: torch.device) -> torch.Tensor:
-    """float32 angles, most subnormal (both signs, smallest to largest), the rest +-0, the smallest normal and
-    2**-13: where a cos/sin that flushes subnormals (``sin x = 0`` instead of ``x``) shows."""
-    magnitude_bits = torch.randint(1, 0x00800000, shape, generator=generator, device=device, dtype=torch.int32)
-    edges = torch.tensor([0x00000000, 0x00800000, 0x39000000, 0x00000001, 0x007FFFFF], device=device)
-    pick = torch.randint(0, 3 * len(edges), shape, generator=generator, device=device)
-    magnitude_bits = torch.where(pick < len(edges), edges[pick.clamp(max=len(edges) - 1)].int(), magnitude_bits)
-    sign = torch.randint(0, 2, shape, generator=generator, device=device, dtype=torch.int32) << 31
-    return (magnitude_bits | sign).view(torch.float32)
-
-
-def rope_angles(positions: torch.Tensor, pairs: int) -> torch.Tensor:
-    """RoPE angles ``position * ROPE_BASE ** (-j / pairs)`` in float32, for float32 ``positions`` ``[..., 1]``."""
-    inverse_frequencies = ROPE_BASE ** (-torch.arange(pairs, device=positions.device, dtype=torch.float32) / pairs)
-    return positions * inverse_frequencies
-
-
-def huge_angles(shape: tuple[int, ...], generator: torch.Generator, device: torch.device) -> torch.Tensor:
-    """float32 angles of ``shape``: half up to 1e7 in magnitude, half within 1e-6 of a multiple of pi/2."""
-    huge = (torch.rand(shape, generator=generator, device=device) * 2 - 1) * 1e7
-    quarter_turns = torch.randint(-4000, 4000, shape, generator=generator, device=device)
-    near_axes = (
-        quarter_turns.double() * (math.pi / 2)
-        + (torch.rand(shape, generator=generator, device=device, dtype=torch.float64) * 2 - 1) * 1e-6
-    )
-    pick = torch.rand(shape, generator=generator, device=device) < 0.5
-    return torch.where(pick, huge, near_axes.float())

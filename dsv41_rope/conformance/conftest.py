@@ -157,6 +157,8 @@ settings.register_profile(
 )
 # gpu: the same, with ten times the examples (a CUDA kernel call costs microseconds, not the interpreter's 20 ms).
 settings.register_profile("gpu", parent=settings.get_profile("ci"), max_examples=500)
+# quick: the same, a fifth of the examples (the conformance matrix's runs of many kernels, each compiling its own).
+settings.register_profile("quick", parent=settings.get_profile("ci"), max_examples=10)
 # thorough: long local runs; new random examples each run, failures kept in .hypothesis/ (git-ignored) and replayed.
 settings.register_profile(
     "thorough",
@@ -165,7 +167,12 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
     phases=PHASES,
 )
-if settings.get_current_profile_name() == "default":  # --hypothesis-profile, when given, is loaded after this
+# The profile a run asks for by name: hypothesis's own --hypothesis-profile is read before this file loads where the
+# suite is collected with --pyargs (dsv41-rope certify, dsv41-rope matrix), so it cannot name these profiles there.
+PROFILE_VARIABLE = "DSV41_ROPE_HYPOTHESIS_PROFILE"
+if os.environ.get(PROFILE_VARIABLE):
+    settings.load_profile(os.environ[PROFILE_VARIABLE])
+elif settings.get_current_profile_name() == "default":  # --hypothesis-profile, when given, is loaded after this
     settings.load_profile("ci")
 
 

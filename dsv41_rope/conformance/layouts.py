@@ -7,7 +7,7 @@ storage size) over a flat storage of its own, so any view PyTorch can make (slic
 dimension, permuted storage orders, size-1 dimensions with any stride, expanded dimensions with stride 0) is one.
 
 :func:`build_inputs` makes the tensors deterministically from the spec: values and gradient storages are filled whole
-(gaps between the view's elements included) with ``dsv41_rope.conformance.cases.regime_values``; the angle storage is
+(gaps between the view's elements included) with ``dsv41_rope.conformance.regimes.regime_values``; the angle storage is
 NaN except under the view, so a kernel reading an angle it should not gets a NaN and shows it. The failure message of a
 generated case prints :meth:`LayoutSpec.reproduction`, Python code that rebuilds the same bits.
 
@@ -22,7 +22,8 @@ import math
 
 import torch
 
-from dsv41_rope.conformance.cases import DTYPES, huge_angles, regime_values, rope_angles
+from dsv41_rope.conformance.cases import DTYPES
+from dsv41_rope.conformance.regimes import huge_angles, regime_values, rope_angles
 
 __all__ = ["ANGLE_KINDS", "GeneratedInputs", "LayoutSpec", "StridedLayout", "angle_values", "build_inputs"]
 
@@ -98,7 +99,7 @@ class LayoutSpec:
 
     ``angles.shape`` is the angle table's shape: ``[pairs]``, ``[S or 1, pairs]`` (3-D values only) or
     ``[B or 1, S or 1, pairs]``. Angles are RoPE angles of positions ``position_start + position_step * s`` plus an
-    offset per batch row drawn from ``seed``, or huge ones (``cases.huge_angles``).
+    offset per batch row drawn from ``seed``, or huge ones (``regimes.huge_angles``).
     """
 
     dtype_name: str
@@ -180,7 +181,7 @@ class LayoutSpec:
                 "import torch",
                 "from dsv41_rope.harness import backend",
                 "backend.choose()  # Triton's interpreter without a CUDA device, before the implementation imports",
-                "from dsv41_rope.conformance.cases import regime_values",
+                "from dsv41_rope.conformance.regimes import regime_values",
                 "from dsv41_rope.conformance.layouts import angle_values",
                 f"from {module} import {head}",
                 "",
@@ -237,7 +238,7 @@ def angle_values(
 
     ``"rope"``: RoPE angles of positions ``position_start + position_step * s`` (a step like the compressed angles'
     ``position_ids[:, ::ratio]``), plus an offset per batch row drawn from ``seed`` (sequences of a packed batch).
-    ``"huge"``: ``cases.huge_angles`` drawn from ``seed``.
+    ``"huge"``: ``regimes.huge_angles`` drawn from ``seed``.
     """
     pairs = shape[-1]
     batch_sequence = (1,) * (3 - len(shape)) + tuple(shape[:-1])

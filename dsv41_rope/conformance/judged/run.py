@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,8 +75,10 @@ PLAIN_WRONG = {
     name: f"dsv41_rope.conformance.judged.plain:{name}"
     for name in ("rotates_leading_channels", "forgets_the_conjugate", "nan_with_a_payload")
 }
-# The exit status an outcome reports when the run was killed at its time limit (as timeout(1) reports it).
+# The exit status an outcome reports when the run was stopped at its time limit (as timeout(1) reports it).
 TIMED_OUT = 124
+# Seconds an interrupted run has to write its junit XML and report before it is killed.
+_GRACE_SECONDS = 60
 # An outer run's state that must not leak into the judged run: its xdist worker id, options, CI page.
 _OUTER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS", "GITHUB_STEP_SUMMARY")
 
@@ -139,7 +142,8 @@ def judge(
         python: the interpreter (another environment's, for an installed suite).
         env: the environment; when None, this process's less an outer pytest run's own variables, with this suite
             importable (``PYTHONPATH``).
-        timeout: seconds before the run is killed (the outcome then has no tests and :data:`TIMED_OUT`).
+        timeout: seconds before the run is interrupted (the outcome is then :data:`TIMED_OUT`, with the tests that
+            ran before it, as the junit XML pytest writes on an interrupt gives them; killed if it hangs).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     junit = workdir / "junit.xml"
@@ -148,13 +152,30 @@ def judge(
     if env is None:
         env = {key: value for key, value in os.environ.items() if key not in _OUTER_VARIABLES}
         env["PYTHONPATH"] = os.pathsep.join([str(SUITE.parent), *filter(None, [env.get("PYTHONPATH")])])
+    process = subprocess.Popen(
+        command,
+        cwd=workdir,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        done = subprocess.run(command, cwd=workdir, env=dict(env), capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as expired:
-        output = _text(expired.stdout) + _text(expired.stderr) + f"\n(killed after {timeout:g} s)"
-        return Outcome(implementation, TIMED_OUT, {}, {}, output)
+        output, _ = process.communicate(timeout=timeout)
+        status = process.returncode
+    except subprocess.TimeoutExpired:
+        # Interrupted, pytest still writes the junit XML and the report of the tests that ran; killed if it hangs.
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            output, _ = process.communicate(timeout=_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+        output = _text(output) + f"\n(interrupted after {timeout:g} s)"
+        status = TIMED_OUT
     tests, failures = _read_junit(junit) if junit.is_file() else ({}, {})
-    return Outcome(implementation, done.returncode, tests, failures, done.stdout + done.stderr)
+    return Outcome(implementation, status, tests, failures, _text(output))
 
 
 def _text(output: str | bytes | None) -> str:

@@ -5,14 +5,15 @@
 #   export PYTHONPATH=/tmp/site DSV41_PEER_WHEELS=DEST
 # Other projects' code: DEST belongs in a folder git ignores (e.g. .wheels/peers) and is never committed.
 #
-# Usage (from anywhere, on a machine with network access and a python with torch):  tools/fetch_peer_wheels.sh DEST
+# Usage (from anywhere, on a machine with network access and a python with torch and wheel, PYTHON naming it):
+#   tools/fetch_peer_wheels.sh DEST
 #
 # What it saves, each checked against its pinned SHA-256, and why the rest is left out:
 #   nemo_automodel-0.7.0 (3.8 MB), liger_kernel-0.8.5 (0.9 MB), megatron_core-0.19.2 (2.4 MB): wheels as published.
 #   flash_attn-2.8.3.post2.tar.gz (8.5 MB): flash-attn is published as an sdist only, whose install compiles CUDA;
 #     the adapter reads flash_attn/ops/triton/rotary.py out of it ($DSV41_PEER_WHEELS), nothing is built. pip reads
-#     the sdist's metadata by running its setup, which imports torch (hence no build isolation, and PYTHON must have
-#     torch) and would build the CUDA extension but for FLASH_ATTENTION_SKIP_CUDA_BUILD.
+#     the sdist's metadata by running its setup, which imports torch and wheel (hence no build isolation, and PYTHON
+#     must have both) and would build the CUDA extension but for FLASH_ATTENTION_SKIP_CUDA_BUILD.
 #   sglang-0.5.23: its wheel is 39 MB; beside the rest and the checkout (9.7 MB) it would leave under 3 MiB of the
 #     64 MiB carry. The adapters load one file of it by path, so the wheel is cut to that file and its metadata
 #     (tools/slim_wheel.py: 19 KB, the same name and version; pip installs it as sglang 0.5.23).

@@ -1,5 +1,6 @@
-"""Pieces the benchmark scripts share: the CUDA check, the environment record and the JSON file; and the GPU timer,
-from its home in the installed package, ``dsv41_rope.matrix.timing`` (whose speed matrix measures with it too)."""
+"""Pieces the benchmark scripts share: the CUDA check, the environment record and the JSON file; and, from their home
+in the installed package (whose speed matrix measures with them too), the GPU timer of ``dsv41_rope.matrix.timing`` and
+the error text of ``dsv41_rope.matrix.speed_cells``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 
 from dsv41_rope.harness import provenance
+from dsv41_rope.matrix.speed_cells import short_error
 from dsv41_rope.matrix.timing import COLD_FROM_BYTES, MIB, GraphTimer, Timing, calls_per_graph, triton_copy
 
 __all__ = [
@@ -131,9 +133,3 @@ class ResultFile:
         partial = self.path.with_suffix(".json.partial")
         partial.write_text(json.dumps(self.document, indent=1) + "\n")
         os.replace(partial, self.path)
-
-
-def short_error(error: BaseException) -> str:
-    """The exception's type and first message line, short enough for a table cell and a JSON field."""
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]

@@ -10,10 +10,12 @@ this package is: :mod:`.registry` lists them (``python -m dsv41_rope.peers``), :
 Modules: :mod:`.nemo` (NeMo Automodel), :mod:`.huggingface` (transformers), :mod:`.sglang_rope`, :mod:`.vllm_rope`,
 :mod:`.flash_rotary` (flash-attention), :mod:`.liger` (Liger-Kernel), :mod:`.megatron` (Megatron-core),
 :mod:`.compiled` (``torch.compile`` of the eager reference); :mod:`.broadcast` holds the steps they share.
+:func:`repro_call` returns the lines that call an adapter's peer as the adapter does, for a standalone reproduction.
 """
 
 from __future__ import annotations
 
 from dsv41_rope.peers.registry import PEERS, Peer, by_name
+from dsv41_rope.peers.repro_calls import repro_call
 
-__all__ = ["PEERS", "Peer", "by_name"]
+__all__ = ["PEERS", "Peer", "by_name", "repro_call"]

@@ -16,7 +16,15 @@ import torch
 
 from dsv41_rope.kernel import apply_rope_eager
 
-__all__ = ["RECOMPILE_LIMIT", "apply_rope_compiled", "apply_rope_compiled_fullgraph", "compiled_eager"]
+__all__ = [
+    "APPLY_ROPE_COMPILED_FULLGRAPH_REPRO",
+    "APPLY_ROPE_COMPILED_REPRO",
+    "APPLY_ROPE_EAGER_REPRO",
+    "RECOMPILE_LIMIT",
+    "apply_rope_compiled",
+    "apply_rope_compiled_fullgraph",
+    "compiled_eager",
+]
 
 # Enough recompiles for every shape, dtype and layout of a conformance run; dynamo's default (8) would leave all
 # later specializations running eagerly, unseen.
@@ -48,3 +56,25 @@ def apply_rope_compiled(values: torch.Tensor, angles: torch.Tensor, *, inverse: 
     """``dsv41_rope.kernel.apply_rope_eager`` compiled with the default ``fullgraph=False``: one graph break, at its
     ``storage_offset()`` guard; the rotation itself is compiled."""
     return _call_compiled(False, values, angles, inverse)
+
+
+# The lines of a standalone reproduction (registry's convention): values, angles (3-D), inverse -> got. The eager
+# reference, dsv41_rope.kernel.apply_rope_eager, written out (a reproduction imports only torch), step for step.
+_EAGER_REFERENCE = """\
+def rope(values, angles, inverse):  # Automodel's _apply_rope (DeepSeek V4.1), step for step
+    pairs = values[..., -2 * angles.shape[-1] :].float().unflatten(-1, (-1, 2)).contiguous()
+    if pairs.storage_offset() % 2:  # view_as_complex needs an even offset (under torch.compile: a graph break)
+        pairs = pairs.clone(memory_format=torch.contiguous_format)
+    frequencies = torch.polar(torch.ones_like(angles), angles)
+    frequencies = frequencies.unsqueeze(2) if values.dim() == 4 else frequencies
+    rotated = torch.view_as_complex(pairs) * (frequencies.conj() if inverse else frequencies)
+    output = values.clone(memory_format=torch.contiguous_format)
+    output[..., -2 * angles.shape[-1] :] = torch.view_as_real(rotated).flatten(-2).to(values.dtype)
+    return output
+"""
+APPLY_ROPE_COMPILED_FULLGRAPH_REPRO = (
+    _EAGER_REFERENCE + "got = torch.compile(rope, fullgraph=True)(values, angles, inverse)  # raises Unsupported\n"
+)
+APPLY_ROPE_COMPILED_REPRO = _EAGER_REFERENCE + "got = torch.compile(rope)(values, angles, inverse)\n"
+# dsv41_rope.kernel:apply_rope_eager's (the control), here: the kernel carries no reproduction text
+APPLY_ROPE_EAGER_REPRO = _EAGER_REFERENCE + "got = rope(values, angles, inverse)\n"

@@ -23,7 +23,14 @@ import torch
 from dsv41_rope.peers.broadcast import angles_as_3d, join_copied_channels, rotary_width
 from dsv41_rope.peers.loading import Pin, load_sdist_member
 
-__all__ = ["FLASH_ATTN", "ROTARY_MEMBER", "ROTARY_SHA256", "apply_rope_flash_attention", "load_rotary"]
+__all__ = [
+    "APPLY_ROPE_FLASH_ATTENTION_REPRO",
+    "FLASH_ATTN",
+    "ROTARY_MEMBER",
+    "ROTARY_SHA256",
+    "apply_rope_flash_attention",
+    "load_rotary",
+]
 
 FLASH_ATTN = Pin("flash-attn", "2.8.3.post2")
 ROTARY_MEMBER = "flash_attn-2.8.3.post2/flash_attn/ops/triton/rotary.py"
@@ -65,3 +72,21 @@ def apply_rope_flash_attention(values: torch.Tensor, angles: torch.Tensor, *, in
         conjugate=inverse,
     )
     return join_copied_channels(values, rotated if values.dim() == 4 else rotated.squeeze(2))
+
+
+# The lines of a standalone reproduction (registry's convention): values, angles (3-D), inverse -> got. The file is
+# read out of the sdist in $DSV41_PEER_WHEELS, as load_rotary reads it (Triton reads a kernel's source from its file).
+APPLY_ROPE_FLASH_ATTENTION_REPRO = """\
+import importlib.util, os, tarfile, tempfile
+member, folder = "flash_attn-2.8.3.post2/flash_attn/ops/triton/rotary.py", tempfile.mkdtemp()
+with tarfile.open(os.path.join(os.environ["DSV41_PEER_WHEELS"], "flash_attn-2.8.3.post2.tar.gz")) as sdist:
+    sdist.extract(member, folder, filter="data")  # flash_attn/__init__ needs its CUDA extension built
+spec = importlib.util.spec_from_file_location("flash_attn_rotary", os.path.join(folder, member))
+spec.loader.exec_module(rotary := importlib.util.module_from_spec(spec))
+table = angles.expand(-1, values.shape[1], -1).reshape(-1, angles.shape[-1])  # one table: the batch's stacked
+offsets = torch.arange(len(angles), device=values.device) * values.shape[1] if len(angles) > 1 else 0
+block = values[..., values.shape[-1] - 2 * angles.shape[-1] :]  # it rotates the FIRST rotary_dim channels
+got = rotary.apply_rotary(block if values.dim() == 4 else block.unsqueeze(2), table.cos(), table.sin(),
+                          seqlen_offsets=offsets, interleaved=True, conjugate=inverse)
+got = torch.cat((values[..., : values.shape[-1] - block.shape[-1]], got.reshape(block.shape)), dim=-1)
+"""

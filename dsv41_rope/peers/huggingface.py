@@ -17,7 +17,7 @@ import torch
 from dsv41_rope.peers.broadcast import angles_as_3d
 from dsv41_rope.peers.loading import Pin, import_installed
 
-__all__ = ["TRANSFORMERS", "apply_rope_hf_dsv4", "load_modeling"]
+__all__ = ["APPLY_ROPE_HF_DSV4_REPRO", "TRANSFORMERS", "apply_rope_hf_dsv4", "load_modeling"]
 
 TRANSFORMERS = Pin("transformers", "5.17.0")
 
@@ -48,3 +48,13 @@ def apply_rope_hf_dsv4(values: torch.Tensor, angles: torch.Tensor, *, inverse: b
     heads_first = values.transpose(1, 2) if values.dim() == 4 else values.unsqueeze(1)
     rotated = modeling.apply_rotary_pos_emb(heads_first, cos, sin)
     return rotated.transpose(1, 2) if values.dim() == 4 else rotated.squeeze(1)
+
+
+# The lines of a standalone reproduction (registry's convention): values, angles (3-D), inverse -> got.
+APPLY_ROPE_HF_DSV4_REPRO = """\
+from transformers.models.deepseek_v4.modeling_deepseek_v4 import apply_rotary_pos_emb
+cos, sin = angles.cos().to(values.dtype), angles.sin().to(values.dtype)  # as DeepseekV4RotaryEmbedding: x's dtype
+heads_first = values.transpose(1, 2) if values.dim() == 4 else values.unsqueeze(1)  # [B, H, S, C] as the attention's
+got = apply_rotary_pos_emb(heads_first, cos, -sin if inverse else sin)
+got = got.transpose(1, 2) if values.dim() == 4 else got.squeeze(1)
+"""

@@ -19,7 +19,7 @@ import torch
 from dsv41_rope.peers.broadcast import angles_as_3d, join_copied_channels, rotary_width
 from dsv41_rope.peers.loading import Pin, import_installed
 
-__all__ = ["LIGER_KERNEL", "apply_rope_liger_llama4", "load_llama4_rope"]
+__all__ = ["APPLY_ROPE_LIGER_LLAMA4_REPRO", "LIGER_KERNEL", "apply_rope_liger_llama4", "load_llama4_rope"]
 
 LIGER_KERNEL = Pin("liger-kernel", "0.8.5")
 
@@ -51,3 +51,17 @@ def apply_rope_liger_llama4(values: torch.Tensor, angles: torch.Tensor, *, inver
         freqs_cis = freqs_cis.conj().resolve_conj()
     rotated, _ = llama4_rope.LigerLlama4RopeFunction.apply(query, key, freqs_cis)
     return join_copied_channels(values, rotated if values.dim() == 4 else rotated.squeeze(2))
+
+
+# The lines of a standalone reproduction (registry's convention): values, angles (3-D), inverse -> got.
+APPLY_ROPE_LIGER_LLAMA4_REPRO = """\
+from liger_kernel.ops.llama4_rope import LigerLlama4RopeFunction
+width = 2 * angles.shape[-1]
+block = values[..., values.shape[-1] - width :]  # the last 2P channels, rotated in place when contiguous
+query = block if values.dim() == 4 else block.unsqueeze(2)
+table = angles.expand(-1, values.shape[1], -1)
+freqs_cis = torch.polar(torch.ones_like(table), table)  # as Hugging Face's Llama 4: complex64
+freqs_cis = freqs_cis.conj().resolve_conj() if inverse else freqs_cis  # it takes no inverse flag
+got, _ = LigerLlama4RopeFunction.apply(query, query.new_empty(*query.shape[:2], 0, width), freqs_cis)
+got = torch.cat((values[..., : values.shape[-1] - width], got.reshape(block.shape)), dim=-1)
+"""

@@ -17,6 +17,8 @@ from dsv41_rope.peers.broadcast import angles_as_3d, join_copied_channels, rotar
 from dsv41_rope.peers.loading import Pin, import_installed
 
 __all__ = [
+    "APPLY_ROPE_MEGATRON_FUSED_MLA_REPRO",
+    "APPLY_ROPE_MEGATRON_INTERLEAVED_REPRO",
     "MEGATRON_CORE",
     "apply_rope_megatron_fused_mla",
     "apply_rope_megatron_interleaved",
@@ -85,6 +87,23 @@ def apply_rope_megatron_interleaved(
     return join_copied_channels(values, rotated if values.dim() == 4 else rotated.squeeze(2))
 
 
+# The lines of a standalone reproduction (registry's convention): values, angles (3-D), inverse -> got.
+APPLY_ROPE_MEGATRON_INTERLEAVED_REPRO = """\
+import types
+from megatron.core.models.common.embeddings.rope_utils import apply_rotary_pos_emb
+from megatron.core.transformer.transformer_config import TransformerConfig
+config = TransformerConfig(num_layers=1, hidden_size=64, num_attention_heads=1, rotary_interleaved=True,
+                           apply_rope_fusion=False)
+width = 2 * angles.shape[-1]
+block = values[..., values.shape[-1] - width :]  # it rotates the FIRST freqs.shape[-1] channels
+t = (block if values.dim() == 4 else block.unsqueeze(2)).transpose(0, 1)  # [S, B, H, 2P], sequence first
+freqs = angles.repeat_interleave(2, dim=-1).transpose(0, 1).unsqueeze(2)  # [S, B, 1, 2P]: each angle twice
+one_rank = types.SimpleNamespace(size=lambda: 1, rank=lambda: 0)  # no context parallelism
+got = apply_rotary_pos_emb(t, -freqs if inverse else freqs, config, cp_group=one_rank).transpose(0, 1)
+got = torch.cat((values[..., : values.shape[-1] - width], got.reshape(block.shape)), dim=-1)
+"""
+
+
 def apply_rope_megatron_fused_mla(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
     """Megatron's fused MLA query rotary, ``fused_apply_mla_rope_for_q(t, cos, sin, qk_head_dim, emb_dim,
     cu_seqlens_q=None, cp_rank=0, cp_size=1, rotary_interleaved=False)`` (a Triton kernel, in place).
@@ -116,3 +135,17 @@ def apply_rope_megatron_fused_mla(values: torch.Tensor, angles: torch.Tensor, *,
         sequence_first, cos, -sin if inverse else sin, values.shape[-1] - width, width
     ).transpose(0, 1)
     return rotated if values.dim() == 4 else rotated.squeeze(2)
+
+
+# The lines of a standalone reproduction (registry's convention): values, angles (3-D), inverse -> got.
+APPLY_ROPE_MEGATRON_FUSED_MLA_REPRO = """\
+from megatron.core.fusions.fused_mla_yarn_rope_apply import fused_apply_mla_rope_for_q
+if angles.shape[0] != 1:
+    raise ValueError("fused_apply_mla_rope_for_q takes one cos/sin table [S, 1, 1, 2P] for the whole batch")
+width = 2 * angles.shape[-1]
+doubled = torch.cat((angles[0],) * 2, dim=-1).expand(values.shape[1], -1)[:, None, None, :]  # float32 [S, 1, 1, 2P]
+cos, sin = doubled.cos(), doubled.sin()
+sequence_first = (values if values.dim() == 4 else values.unsqueeze(2)).transpose(0, 1).contiguous()
+got = fused_apply_mla_rope_for_q(sequence_first, cos, -sin if inverse else sin, values.shape[-1] - width, width)
+got = got.transpose(0, 1) if values.dim() == 4 else got.transpose(0, 1).squeeze(2)
+"""

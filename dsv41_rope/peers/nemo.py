@@ -16,7 +16,15 @@ import torch
 from dsv41_rope.peers.broadcast import angles_as_3d, angles_per_token, rotary_width
 from dsv41_rope.peers.loading import Pin, import_installed
 
-__all__ = ["NEMO_AUTOMODEL", "apply_rope_nemo_dsv4", "apply_rope_nemo_triton", "load_dsv4_layers", "load_rope_triton"]
+__all__ = [
+    "APPLY_ROPE_NEMO_DSV4_REPRO",
+    "APPLY_ROPE_NEMO_TRITON_REPRO",
+    "NEMO_AUTOMODEL",
+    "apply_rope_nemo_dsv4",
+    "apply_rope_nemo_triton",
+    "load_dsv4_layers",
+    "load_rope_triton",
+]
 
 NEMO_AUTOMODEL = Pin("nemo-automodel", "0.7.0")
 
@@ -44,6 +52,14 @@ def apply_rope_nemo_triton(values: torch.Tensor, angles: torch.Tensor, *, invers
     return peer.apply_rope_triton(values, angles_per_token(values, angles), inverse=inverse)
 
 
+# The lines of a standalone reproduction (registry's convention): values, angles (3-D), inverse -> got.
+APPLY_ROPE_NEMO_TRITON_REPRO = """\
+from nemo_automodel.components.models.common.rope_triton import apply_rope_triton
+per_token = angles.expand(values.shape[0], values.shape[1], -1)  # it rejects broadcast angles
+got = apply_rope_triton(values, per_token, inverse=inverse)
+"""
+
+
 def apply_rope_nemo_dsv4(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
     """NeMo Automodel's DeepSeek V4 eager rotary, ``_apply_partial_rope_interleaved(x, cos, sin, rope_head_dim)``
     (``deepseek_v4/layers.py``), called as its attention calls it.
@@ -66,3 +82,14 @@ def apply_rope_nemo_dsv4(values: torch.Tensor, angles: torch.Tensor, *, inverse:
     heads_first = values.transpose(1, 2) if values.dim() == 4 else values.unsqueeze(1)
     rotated = layers._apply_partial_rope_interleaved(heads_first, cos, sin, rotary_width(angles))
     return rotated.transpose(1, 2) if values.dim() == 4 else rotated.squeeze(1)
+
+
+# The lines of a standalone reproduction (registry's convention): values, angles (3-D), inverse -> got.
+APPLY_ROPE_NEMO_DSV4_REPRO = """\
+from nemo_automodel.components.models.deepseek_v4.layers import _apply_partial_rope_interleaved
+doubled = torch.cat((angles, angles), dim=-1)  # DeepseekV4RotaryEmbedding: cat((freqs, freqs)), cast to x's dtype
+cos, sin = doubled.cos().to(values.dtype), doubled.sin().to(values.dtype)
+heads_first = values.transpose(1, 2) if values.dim() == 4 else values.unsqueeze(1)  # [B, H, S, C] as the model's
+got = _apply_partial_rope_interleaved(heads_first, cos, -sin if inverse else sin, 2 * angles.shape[-1])
+got = got.transpose(1, 2) if values.dim() == 4 else got.squeeze(1)
+"""

@@ -1,6 +1,13 @@
 """The peers the suite can judge: one record per adapter, with the ``MODULE:FUNCTION`` that ``--rope-impl`` takes.
 
 Nothing here imports torch or a peer: the records are data, read by ``python -m dsv41_rope.peers`` and the tests.
+
+Reproductions: beside each adapter function ``apply_rope_x``, its module holds ``APPLY_ROPE_X_REPRO`` (the function's
+name in upper case, then ``_REPRO``): the few lines of Python that call the peer exactly as the adapter does, for a
+standalone bug report. They import only torch, the standard library and the peer (never this project), read the
+variables ``values``, ``angles`` (three-dimensional) and ``inverse``, and bind ``got``, the adapter's result bit for
+bit. The reference's own adapter (``dsv41_rope.kernel:apply_rope_eager``; the kernel carries no peer's text) has its
+lines in :mod:`dsv41_rope.peers.compiled`. :func:`dsv41_rope.peers.repro_calls.repro_call` returns an adapter's lines.
 """
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ from dsv41_rope.peers.broadcast import angles_per_token, rotary_width
 from dsv41_rope.peers.loading import Pin, load_distribution_file
 
 __all__ = [
+    "APPLY_ROPE_SGLANG_BATCHED_REPRO",
+    "APPLY_ROPE_SGLANG_FLAT_REPRO",
+    "APPLY_ROPE_SGLANG_PER_TOKEN_REPRO",
     "ROPE_FILE",
     "SGLANG",
     "apply_rope_sglang_batched",
@@ -92,6 +95,21 @@ def _rotate_copy(
     return output
 
 
+# The first lines of each kernel's standalone reproduction (registry's convention): the file, by its path, as
+# load_dsv4_rope loads it; then, for the kernels that stay inside their rows, a contiguous copy and the table.
+_LOAD_FILE = """\
+import importlib.metadata, importlib.util
+path = importlib.metadata.distribution("sglang").locate_file("sglang/kernels/ops/attention/dsv4/rope.py")
+spec = importlib.util.spec_from_file_location("sglang_dsv4_rope", path)  # by path: sglang/__init__ starts a server
+spec.loader.exec_module(rope := importlib.util.module_from_spec(spec))
+"""
+_COPY_AND_TABLE = """\
+got = values.clone(memory_format=torch.contiguous_format)  # the kernel works in place
+table = angles.expand(*values.shape[:2], -1).flatten(0, 1)
+freqs_cis = torch.polar(torch.ones_like(table), table)  # precompute_freqs_cis: complex64, one row per position
+"""
+
+
 def apply_rope_sglang_per_token(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
     """SGLang's ``apply_rotary_emb_triton_kernel`` (batched switch off), handed the rotary slice as the model hands
     it: ``[tokens, heads, rope_dim]`` (``[tokens, rope_dim]`` for one head), ``freqs_cis`` complex64 from
@@ -99,10 +117,33 @@ def apply_rope_sglang_per_token(values: torch.Tensor, angles: torch.Tensor, *, i
     return _rotate_copy(values, angles, inverse, batched=False, rows="tokens")
 
 
+APPLY_ROPE_SGLANG_PER_TOKEN_REPRO = (
+    _LOAD_FILE
+    + _COPY_AND_TABLE
+    + """\
+rows = got.view(len(freqs_cis), *values.shape[2:])[..., values.shape[-1] - 2 * angles.shape[-1] :]
+rope.set_batched_rope(False)  # the default: apply_rotary_emb_triton_kernel
+rope.apply_rotary_emb_triton(rows, freqs_cis, positions=torch.arange(len(rows), device=values.device), inverse=inverse)
+"""
+)
+
+
 def apply_rope_sglang_batched(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
     """SGLang's ``apply_rotary_emb_triton_kernel_batched`` (batched switch on, 2-D ``x``): the rotary slice as
     ``[tokens * heads, rope_dim]`` rows, each with its token's position; otherwise as the per-token adapter."""
     return _rotate_copy(values, angles, inverse, batched=True, rows="flat")
+
+
+APPLY_ROPE_SGLANG_BATCHED_REPRO = (
+    _LOAD_FILE
+    + _COPY_AND_TABLE
+    + """\
+rows = got.view(-1, values.shape[-1])[..., values.shape[-1] - 2 * angles.shape[-1] :]  # 2-D x: one row per head
+positions = torch.arange(len(freqs_cis), device=values.device).repeat_interleave(len(rows) // len(freqs_cis))
+rope.set_batched_rope(True)  # 2-D x: apply_rotary_emb_triton_kernel_batched
+rope.apply_rotary_emb_triton(rows, freqs_cis, positions=positions, inverse=inverse)
+"""
+)
 
 
 def apply_rope_sglang_flat(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
@@ -112,3 +153,18 @@ def apply_rope_sglang_flat(values: torch.Tensor, angles: torch.Tensor, *, invers
     result shows. With zero pairs its unmasked load goes through the empty slice's pointer, which PyTorch gives as
     null: the process dies (on a GPU, the CUDA context)."""
     return _rotate_copy(values, angles, inverse, batched=True, rows="heads")
+
+
+APPLY_ROPE_SGLANG_FLAT_REPRO = (
+    _LOAD_FILE
+    + """\
+# the copy (it works in place) and the table each have a spare row after them: the kernel's tile runs past a row
+got = values.new_empty(values.numel() + values.shape[-1])[: values.numel()].view(values.shape).copy_(values)
+table = angles.expand(*values.shape[:2], -1).flatten(0, 1)
+freqs_cis = torch.polar(torch.ones_like(table), table)  # precompute_freqs_cis: complex64, one row per position
+freqs_cis = torch.cat((freqs_cis, torch.zeros_like(freqs_cis[:1])))[:-1]  # zeros: the last token's heads read them
+rows = got.view(len(freqs_cis), -1, values.shape[-1])[..., values.shape[-1] - 2 * angles.shape[-1] :]
+rope.set_batched_rope(True)  # 3-D x: apply_rotary_emb_flat_kernel
+rope.apply_rotary_emb_triton(rows, freqs_cis, positions=torch.arange(len(rows), device=values.device), inverse=inverse)
+"""
+)

@@ -23,7 +23,7 @@ import torch
 from dsv41_rope.peers.broadcast import angles_per_token, rotary_width
 from dsv41_rope.peers.loading import Pin, import_installed
 
-__all__ = ["VLLM", "apply_rope_vllm_dsv4", "load_deepseek_scaling_rope"]
+__all__ = ["APPLY_ROPE_VLLM_DSV4_REPRO", "VLLM", "apply_rope_vllm_dsv4", "load_deepseek_scaling_rope"]
 
 VLLM = Pin("vllm", "0.33.0")
 
@@ -65,3 +65,20 @@ def apply_rope_vllm_dsv4(values: torch.Tensor, angles: torch.Tensor, *, inverse:
     positions = torch.arange(tokens, device=values.device)
     rotated, _ = rope(positions, query, None, inverse=inverse)
     return rotated.view(values.shape)
+
+
+# The lines of a standalone reproduction (registry's convention): values, angles (3-D), inverse -> got. Only checked
+# against a fake (vLLM cannot be installed beside this project's torch), as the adapter is.
+APPLY_ROPE_VLLM_DSV4_REPRO = """\
+from vllm.model_executor.layers.rotary_embedding.deepseek_scaling_rope import DeepseekV4ScalingRotaryEmbedding
+tokens, width = values.shape[0] * values.shape[1], 2 * angles.shape[-1]
+# as build_deepseek_v4_rope makes a sliding-window layer's (no YaRN), then the angles' table as its cache
+rope = DeepseekV4ScalingRotaryEmbedding(values.shape[-1], width, tokens, 10000.0, False, 1.0, values.dtype,
+                                        mscale=0, mscale_all_dim=0)
+table = angles.expand(values.shape[0], values.shape[1], -1).reshape(tokens, -1)
+rope.cos_sin_cache = torch.cat((table.cos(), table.sin()), dim=-1)  # float32 [positions, 2P]: cosines, then sines
+heads = values.shape[2] if values.dim() == 4 else 1
+query = values.reshape(tokens, heads, values.shape[-1]).clone(memory_format=torch.contiguous_format)  # CUDA: in place
+got, _ = rope(torch.arange(tokens, device=values.device), query, None, inverse=inverse)
+got = got.view(values.shape)
+"""

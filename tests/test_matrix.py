@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dsv41_rope.matrix import columns, command, table
+from dsv41_rope.matrix import columns, command
 from dsv41_rope.peers.registry import Peer
 
 RIGHT = Peer("right", None, None, "dsv41_rope.conformance.judged.plain:rope", "plain rope", "pytorch", "project", True)

@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dsv41_rope.conformance.cases import CASE_SIZE_VARIABLE
 from dsv41_rope.conformance.judged.run import TIMED_OUT, judge
 from dsv41_rope.harness import provenance
 from dsv41_rope.harness.smoke import SMOKE_SELECTION
@@ -91,6 +90,8 @@ def judge_peer(
         return {**row, "status": f"not installed: pip install --no-deps {peer.pin}"}
     workdir = out / "runs" / peer.name
     env = {key: value for key, value in os.environ.items() if key not in _OUTER}
+    from dsv41_rope.conformance.cases import CASE_SIZE_VARIABLE  # imports torch: not when the parser loads
+
     env[CASE_SIZE_VARIABLE] = case_size
     env["DSV41_ROPE_HYPOTHESIS_PROFILE"] = "quick"
     arguments = ["--pyargs", "dsv41_rope.conformance", "-n", workers, "--rope-impl-claims", "none", "-q", "-rN"]

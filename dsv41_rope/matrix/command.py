@@ -194,7 +194,8 @@ def run_matrix(peers: Sequence[Peer], out: Path, args: argparse.Namespace) -> di
             row = future.result()
             rows[peer.name] = row
             cells = ", ".join(f"{k} {v}" for k, v in row.get("cells", {}).items() if v != "PASS")
-            print(f"[{done}/{len(peers)}] {peer.name}: {row['status']}; {cells or 'every column PASS'}", flush=True)
+            said = f"; {cells or 'every column PASS'}" if "cells" in row else ""
+            print(f"[{done}/{len(peers)}] {peer.name}: {row['status']}{said}", flush=True)
     for peer in peers:
         rows[peer.name]["repros"] = _reproductions(rows[peer.name], out)
     matrix = {

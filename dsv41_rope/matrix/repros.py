@@ -103,7 +103,7 @@ def reproduction(title: str, call: str, values: Any, angles: Any, inverse: bool,
     return "".join(lines)
 
 
-def run_reproduction(path: Path, *, timeout: float = 120) -> tuple[bool, str]:
+def run_reproduction(path: Path, *, timeout: float = 60) -> tuple[bool, str]:
     """Runs one reproduction with this python; whether it printed a deviation, and its output (last lines)."""
     try:
         done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout)

@@ -70,6 +70,9 @@ def reproduction(title: str, call: str, values: Any, angles: Any, inverse: bool,
     width = 2 * angles.shape[-1]
     unsqueeze = ".unsqueeze(2)" if values.dim() == 4 else ""
     grad = ".requires_grad_(True)" if angles.requires_grad else ""
+    # Eager's bits and the truth first: a peer may rotate its input in place (as Liger's does a contiguous block).
+    rotated, conj = ("upstream", ".conj()") if backward else ("values.detach()", "")
+    bits = f"torch.{_INTEGER[str(values.dtype).removeprefix('torch.')]}"
     lines = [
         f'"""{title}"""\n',
         "import torch\n",
@@ -77,23 +80,17 @@ def reproduction(title: str, call: str, values: Any, angles: Any, inverse: bool,
         _tensor_line("values", values),
         _LAYOUT_LINES[layout],
         _tensor_line("angles", angles).replace(".to(device)\n", f".to(device){grad}\n"),
-        f"inverse = {inverse}\n",
-        "upstream = torch.ones_like(values)\n" if backward else "",
-        "values.requires_grad_(True)\n" if backward else "",
-        call.rstrip("\n") + "\n",
-        "got = torch.autograd.grad(got, values, upstream)[0]\n" if backward else "",
+        f"inverse, upstream = {inverse}, torch.ones_like(values)\n",
         f"factors, exact = (torch.polar(torch.ones_like(a), a){unsqueeze}.detach() for a in (angles, angles.double()))"
         "\n",
         "factors, exact = (factors.conj(), exact.conj()) if inverse else (factors, exact)\n",
-    ]
-    # The gradient of the rotation is the rotation of the upstream gradient by the conjugate.
-    rotated, conj = ("upstream", ".conj()") if backward else ("values.detach()", "")
-    bits = f"torch.{_INTEGER[str(values.dtype).removeprefix('torch.')]}"
-    lines += [
         f"pairs = torch.view_as_complex({rotated}[..., -{width}:].float().unflatten(-1, (-1, 2)).clone())\n",
         f"expected, truth = {rotated}.clone(), {rotated}.double()\n",
         f"expected[..., -{width}:] = torch.view_as_real(pairs * factors{conj}).flatten(-2).to(values.dtype)\n",
         f"truth[..., -{width}:] = torch.view_as_real(pairs.to(torch.complex128) * exact{conj}).flatten(-2)\n",
+        "values.requires_grad_(True)\n" if backward else "",
+        call.rstrip("\n") + "\n",
+        "got = torch.autograd.grad(got, values, upstream)[0]\n" if backward else "",
         f"got, differ = got.detach(), (got.detach().view({bits}) != expected.view({bits})).nonzero().tolist()\n",
         'print(f"{len(differ)} of {got.numel()} elements differ from eager on {device}")\n',
         "for i in map(tuple, differ[:3]):\n",
@@ -160,13 +157,11 @@ def write_reproductions(
 
 
 def _angle_row(angles: Any, coordinates: tuple[int, ...], rank: int) -> Any:
-    """The angles of the row at ``coordinates``, in the angles' own form (``[B or 1, S or 1, P]``, ``[S, P]``,
-    ``[P]``)."""
-    if angles.dim() == 1:
-        return angles.detach().clone().requires_grad_(angles.requires_grad)
-    position = coordinates[1] if angles.shape[-2] > 1 else 0
-    if angles.dim() == 2:
-        return angles.detach()[position : position + 1].clone().requires_grad_(angles.requires_grad)
-    batch = coordinates[0] if angles.shape[0] > 1 else 0
-    row = angles.detach()[batch : batch + 1, position : position + 1].clone()
+    """The angles of the row at ``coordinates`` as ``[1, 1, P]`` (the peers' calls take 3-D angles), keeping their
+    dtype and whether they need a gradient."""
+    table = angles.detach()
+    table = table.reshape((1,) * (3 - table.dim()) + tuple(table.shape))
+    batch = coordinates[0] if table.shape[0] > 1 else 0
+    position = coordinates[1] if table.shape[1] > 1 else 0
+    row = table[batch : batch + 1, position : position + 1].clone()
     return row.requires_grad_(angles.requires_grad)

@@ -30,17 +30,21 @@ def _rotated(rotary: torch.Tensor, angles: torch.Tensor, conjugate: bool, four_d
 
 
 def rope(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
-    """RoPE of the last ``2 * angles.shape[-1]`` channels as adjacent complex pairs; the others are copied."""
+    """RoPE of the last ``2 * angles.shape[-1]`` channels as adjacent complex pairs; the others are copied. The
+    rotated channels are written into a copy of the values (not concatenated: autograd then hands the complex view's
+    backward a slice of the upstream gradient, which fails where that slice starts mid-pair)."""
     width = 2 * angles.shape[-1]
-    rotated = _rotated(values[..., -width:], angles, inverse, values.dim() == 4)
-    return torch.cat((values[..., : values.shape[-1] - width], rotated), dim=-1)
+    output = values.clone(memory_format=torch.contiguous_format)
+    output[..., -width:] = _rotated(values[..., -width:], angles, inverse, values.dim() == 4)
+    return output
 
 
 def rotates_leading_channels(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
     """Rotates the FIRST ``2 * pairs`` channels and copies the rest."""
     width = 2 * angles.shape[-1]
-    rotated = _rotated(values[..., :width], angles, inverse, values.dim() == 4)
-    return torch.cat((rotated, values[..., width:]), dim=-1)
+    output = values.clone(memory_format=torch.contiguous_format)
+    output[..., :width] = _rotated(values[..., :width], angles, inverse, values.dim() == 4)
+    return output
 
 
 def forgets_the_conjugate(values: torch.Tensor, angles: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dsv41_rope.matrix import columns, command
+from dsv41_rope.matrix import columns, command, table
 from dsv41_rope.peers.registry import Peer
 
 RIGHT = Peer("right", None, None, "dsv41_rope.conformance.judged.plain:rope", "plain rope", "pytorch", "project", True)
@@ -38,7 +38,7 @@ got = torch.cat((values[..., : values.shape[-1] - rotated.shape[-1]], rotated), 
 
 def _arguments(**overrides) -> argparse.Namespace:
     defaults = {"jobs": 2, "time_limit": 600, "workers": "1", "case_size": "small", "smoke": True, "no_speed": True}
-    return argparse.Namespace(**{**defaults, "speed_budget": 60, **overrides})
+    return argparse.Namespace(**{**defaults, "speed_budget": 60, "from_runs": None, "commit": None, **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -62,12 +62,13 @@ def test_the_right_peer_passes_every_column(matrix) -> None:
 
 
 def test_the_wrong_peer_fails_where_its_defect_shows_and_links_a_reproduction(matrix) -> None:
-    wrong = matrix[0]["rows"][1]
+    written, out = matrix
+    wrong = written["rows"][1]
     failing = {title for title, cell in wrong["cells"].items() if cell.startswith("FAIL")}
     assert failing == {"inverse", "backward"}, wrong["cells"]
     repros = {repro["column"]: repro for repro in wrong["repros"]}
     assert set(repros) == failing
-    inverse = Path(repros["inverse"]["path"])
+    inverse = out / repros["inverse"]["path"]
     assert len(inverse.read_text().splitlines()) <= 30
     done = subprocess.run([sys.executable, str(inverse)], capture_output=True, text=True, check=True)
     assert " elements differ from eager on cpu" in done.stdout and not done.stdout.startswith("0 of"), done.stdout
@@ -110,3 +111,16 @@ def test_columns_count_failures_by_what_failed_them() -> None:
     assert cells["forward BF16"] == "FAIL 1/1" and cells["inverse"] == "PASS" and cells["backward"] == "n/a"
     assert cells["NaN payloads"] == "FAIL 1/1" and cells["signed zeros"] == "PASS"
     assert columns.cells(tests, failures, has_backward=False)["backward"] == "n/a"
+
+
+def test_the_docs_page_is_generated_from_the_committed_matrix() -> None:
+    assert table.main(["--docs", "--check"]) == 0, "run: python -m dsv41_rope.matrix.table --docs"
+
+
+def test_every_published_reproduction_is_at_most_30_lines_of_torch_and_its_peer() -> None:
+    matrix = json.loads(table.DOCS_JSON.read_text())
+    for row in matrix["rows"]:
+        for repro in row.get("repros", []):
+            source = (table.DOCS_JSON.parent / repro["path"]).read_text()
+            assert len(source.splitlines()) <= 30, repro["path"]
+            assert "dsv41_rope" not in source.split('"""', 2)[-1], f"{repro['path']} imports the project"

@@ -29,9 +29,22 @@ from dsv41_rope.conformance.judged.run import TIMED_OUT, judge
 from dsv41_rope.harness import provenance
 from dsv41_rope.harness.smoke import SMOKE_SELECTION
 from dsv41_rope.matrix import columns, table
+from dsv41_rope.peers.loading import Pin, sdist_archive
 from dsv41_rope.peers.registry import PEERS, Peer, by_name
 
-__all__ = ["PROJECT_PEER", "SCHEMA", "build_parser", "judge_peer", "main", "repro_call_of", "run_matrix"]
+__all__ = [
+    "PROJECT_PEER",
+    "SCHEMA",
+    "build_parser",
+    "judge_peer",
+    "main",
+    "read_run",
+    "record_of",
+    "repro_call_of",
+    "run_matrix",
+    "selection_text",
+    "write_matrix",
+]
 
 SCHEMA = 1
 # This project's own kernel, judged beside the peers (its row is the one to beat).
@@ -58,21 +71,16 @@ def _installed_version(peer: Peer) -> str | None:
     try:
         if peer.distribution is None:
             return f"dsv41-rope {importlib.metadata.version('dsv41-rope')}"
+        if peer.loaded == "path-sdist":  # read out of its source archive, never installed
+            return peer.version if sdist_archive(Pin(peer.distribution, peer.version)) else None
         return importlib.metadata.version(peer.distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
 
 
-def judge_peer(
-    peer: Peer, out: Path, *, time_limit: float, workers: str, case_size: str, select: str | None = None
-) -> dict[str, Any]:
-    """Runs the installed suite against one peer's adapter in a fresh pytest process and reads what it said.
-
-    Returns:
-        The peer's row: its record, the run's status, test counts, the cells of the bit columns, the worst norm-wise
-        errors, the references it was held to, and the failed tests by column (for the reproductions).
-    """
-    row: dict[str, Any] = {
+def record_of(peer: Peer) -> dict[str, Any]:
+    """What a row says of its peer before any run."""
+    return {
         "peer": peer.name,
         "distribution": peer.distribution,
         "pinned": peer.version,
@@ -84,6 +92,18 @@ def judge_peer(
         "backward": peer.backward,
         "notes": peer.notes,
     }
+
+
+def judge_peer(
+    peer: Peer, out: Path, *, time_limit: float, workers: str, case_size: str, select: str | None = None
+) -> dict[str, Any]:
+    """Runs the installed suite against one peer's adapter in a fresh pytest process and reads what it said.
+
+    Returns:
+        The peer's row: its record, the run's status, test counts, the cells of the bit columns, the worst norm-wise
+        errors, the references it was held to, and the failed tests by column (for the reproductions).
+    """
+    row = record_of(peer)
     if peer.unavailable:
         return {**row, "status": f"unavailable: {peer.unavailable}"}
     if peer.distribution and row["installed"] is None:
@@ -100,35 +120,51 @@ def judge_peer(
     began = time.monotonic()
     outcome = judge(peer.adapter, workdir, arguments, env=env, timeout=time_limit)
     row["seconds"] = round(time.monotonic() - began, 1)
-    row["exit_status"] = outcome.exit_status
-    row["tests"] = outcome.counts
-    report_path = workdir / "report" / "ulp-drift.json"
-    report = json.loads(report_path.read_text()) if report_path.is_file() else {"cases": {}, "metadata": {}}
-    failures = report["metadata"].get("failed_tests") or {}
     if outcome.exit_status == TIMED_OUT:
-        row["status"] = f"stopped at its {time_limit:g} s limit after {len(outcome.tests)} tests"
+        status = f"stopped at its {time_limit:g} s limit after {len(outcome.tests)} tests"
     elif outcome.exit_status not in (0, 1) or not outcome.tests:
         # Exit 2 here means interrupted (a crashed worker is a failed test, not this), 4 usage error.
         tail = " | ".join(outcome.output.strip().splitlines()[-3:])[-400:]
-        row["status"] = f"not judged (pytest exit {outcome.exit_status}): {tail}"
+        status = f"not judged (pytest exit {outcome.exit_status}): {tail}"
     else:
-        row["status"] = "judged"
-    row["cells"] = columns.cells(outcome.tests, failures, has_backward=peer.backward)
+        status = "judged"
+    return read_run(row, workdir, outcome.tests, outcome.failures, status, outcome.exit_status)
+
+
+def read_run(
+    row: dict[str, Any],
+    workdir: Path,
+    tests: dict[str, str],
+    junit_failures: dict[str, str],
+    status: str,
+    exit_status: int | None,
+) -> dict[str, Any]:
+    """A peer's row from its run's outcomes (junit) and report (``workdir/report/ulp-drift.json``)."""
+    report_path = workdir / "report" / "ulp-drift.json"
+    report = json.loads(report_path.read_text()) if report_path.is_file() else {"cases": {}, "metadata": {}}
+    failures = report["metadata"].get("failed_tests") or {}
+    counts: dict[str, int] = {}
+    for outcome in tests.values():
+        counts[outcome] = counts.get(outcome, 0) + 1
+    row.update(status=status, exit_status=exit_status, tests=counts)
+    row["cells"] = columns.cells(tests, failures, has_backward=row["backward"])
     row["normwise"] = columns.worst_normwise(report["cases"])
     row["references"] = sorted((report["metadata"].get("from_tests") or {}).get("references") or {})
-    row["failed"] = _failed_by_column(outcome.tests, failures, outcome.failures)
+    row["failed"] = _failed_by_column(tests, failures, junit_failures, has_backward=row["backward"])
     return row
 
 
 def _failed_by_column(
-    tests: dict[str, str], failures: dict[str, Any], junit_failures: dict[str, str]
+    tests: dict[str, str], failures: dict[str, Any], junit_failures: dict[str, str], *, has_backward: bool
 ) -> dict[str, list[list[str]]]:
     """Per failing column, its failed tests in the suite's order: node id and failure line (the report's line, which
-    is whole, where it has one)."""
+    is whole, where it has one); none for the backward of a peer without one (its column is n/a)."""
     lines = {columns.parse_test(nodeid): entry.get("message", "") for nodeid, entry in failures.items()}
     whats = {columns.parse_test(nodeid): entry.get("what", "") for nodeid, entry in failures.items()}
     found: dict[str, list[list[str]]] = {}
     for column in columns.BIT_COLUMNS:
+        if column.backward and not has_backward:
+            continue
         for nodeid, outcome in tests.items():
             test = columns.parse_test(nodeid)
             if outcome not in ("failed", "error") or not column.counts(test):
@@ -167,7 +203,7 @@ def _reproductions(row: dict[str, Any], out: Path) -> list[dict[str, Any]]:
     title = f"{row['peer']} {row.get('installed') or ''}".strip()
     failed = {column: [tuple(test) for test in tests] for column, tests in row["failed"].items()}
     written = write_reproductions(title, call, failed, out / "repros" / row["peer"], device)
-    return [repro.to_json() for repro in written]
+    return [{**repro.to_json(), "path": str(Path(repro.path).relative_to(out))} for repro in written]
 
 
 def run_matrix(peers: Sequence[Peer], out: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -175,6 +211,10 @@ def run_matrix(peers: Sequence[Peer], out: Path, args: argparse.Namespace) -> di
     ``matrix.json`` and ``matrix.md`` to ``out``; returns the matrix."""
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if args.from_runs:
+        from dsv41_rope.matrix.published import publish_runs
+
+        return publish_runs(peers, args.from_runs.resolve(), out, args)
     rows: dict[str, dict[str, Any]] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = {
@@ -210,17 +250,25 @@ def run_matrix(peers: Sequence[Peer], out: Path, args: argparse.Namespace) -> di
         },
         "environment": {**provenance.versions(), "gpu": provenance.gpu_names() or "none"},
         "case_size": args.case_size,
-        "selection": ("the smoke selection" if args.smoke else "the whole contract suite")
-        + f" but {_LEFT_OUT}, generated layouts under the quick profile (10 examples a shard)",
+        "selection": selection_text(args.smoke),
         "time_limit_s": args.time_limit,
         "rows": [rows[peer.name] for peer in peers],
     }
     if not args.no_speed:
         matrix["speed"] = _speed(peers, out, args.speed_budget)
+    write_matrix(matrix, out)
+    return matrix
+
+
+def write_matrix(matrix: dict[str, Any], out: Path) -> None:
     (out / "matrix.json").write_text(json.dumps(matrix, indent=1, sort_keys=True) + "\n")
     (out / "matrix.md").write_text(table.render(matrix))
     print(f"matrix: wrote {out / 'matrix.json'} and {out / 'matrix.md'}", flush=True)
-    return matrix
+
+
+def selection_text(smoke: bool) -> str:
+    suite = "the smoke selection" if smoke else "the whole contract suite"
+    return f"{suite} but {_LEFT_OUT}, generated layouts under the quick profile (10 examples a shard)"
 
 
 def _speed(peers: Sequence[Peer], out: Path, budget: float) -> dict[str, Any]:
@@ -268,6 +316,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--smoke", action="store_true", help="the suite's smoke selection only (dsv41-rope certify's)")
     parser.add_argument("--no-speed", action="store_true", help="judge only, measure no speed")
     parser.add_argument("--speed-budget", type=float, default=240, help="seconds for the speed part (default 240)")
+    parser.add_argument(
+        "--from-runs",
+        type=Path,
+        metavar="DIR",
+        help="run nothing: publish the runs of an earlier matrix's folder (its reproductions run here); the other "
+        "options say how that run was made",
+    )
+    parser.add_argument("--commit", help="with --from-runs: the commit the installed package there was built from")
     return parser
 
 

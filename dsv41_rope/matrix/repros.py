@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Repro", "failing_row", "reproduction", "run_reproduction", "write_reproductions"]
+__all__ = ["Repro", "failing_row", "repro_file_name", "reproduction", "run_reproduction", "write_reproductions"]
 
 _COORDINATES = re.compile(r"first at \(([\d, ]+)\)")
 _DIFFER = re.compile(r"^(\d+) of (\d+) elements differ", re.MULTILINE)
@@ -34,16 +34,23 @@ _INTEGER = {"bfloat16": "int16", "float16": "int16", "float32": "int32", "float6
 
 @dataclasses.dataclass(frozen=True)
 class Repro:
-    """One reproduction the matrix wrote: the column, the failing test, the file and whether it reproduced."""
+    """One reproduction the matrix wrote: the column, the failing test, the file, whether it reproduced, and where
+    it ran (the matrix's own device, or where a published run's reproductions were run)."""
 
     column: str
     test: str
     path: str
     reproduced: bool
     output: str
+    ran_on: str = "the matrix's device"
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def repro_file_name(column: str) -> str:
+    """The file a column's reproduction is written to: ``forward-bf16.py``, ``nan-payloads.py``, ..."""
+    return f"{re.sub(r'[^A-Za-z0-9]+', '-', column).strip('-').lower()}.py"
 
 
 def failing_row(message: str) -> tuple[int, ...] | None:
@@ -148,7 +155,7 @@ def write_reproductions(
             source = reproduction(
                 title, call, values[row].contiguous(), row_angles, case.inverse, case.layout, backward
             )
-            path = directory / f"{re.sub(r'[^A-Za-z0-9]+', '-', column).strip('-').lower()}.py"
+            path = directory / repro_file_name(column)
             path.write_text(source)
             reproduced, output = run_reproduction(path)
             written.append(Repro(column, nodeid, str(path), reproduced, output))

@@ -30,7 +30,7 @@ def _cell(row: dict[str, Any], title: str, repro_base: str) -> str:
     for repro in row.get("repros", []):
         if repro["column"] == title:
             link = f"{repro_base}/{row['peer']}/{Path(repro['path']).name}"
-            suffix = "" if repro["reproduced"] else ", not standalone"
+            suffix = "" if repro["reproduced"] else f", not reproduced alone on {repro.get('ran_on', 'its device')}"
             return f"[{cell}]({link}){suffix}"
     return cell
 
@@ -104,10 +104,20 @@ def render(matrix: dict[str, Any], *, repro_base: str = "repros") -> str:
         f"process, limited to {matrix.get('time_limit_s', '-')} s, cases at the {matrix.get('case_size', '-')} size, "
         "claims none.",
         "",
+        *(
+            [
+                f"Its reproductions, written where it ran, were run on {matrix['reproductions_run_on']} (Triton's "
+                "interpreter for Triton peers), whose eager path they compare with.",
+                "",
+            ]
+            if matrix.get("reproductions_run_on")
+            else []
+        ),
         "## Bits against eager, and error against the float64 truth",
         "",
         "PASS: every test of the column passed; FAIL k/n: k of its n tests failed (each links a standalone "
-        "reproduction, marked where it does not reproduce alone); n/a: no test of it ran (no backward).",
+        "reproduction, marked where it did not reproduce alone where it was run); n/a: no test of it ran (the run "
+        "stopped before it, or no backward).",
         "",
         *_bits_table(matrix, repro_base),
         "",
@@ -129,7 +139,8 @@ def render(matrix: dict[str, Any], *, repro_base: str = "repros") -> str:
             lines.append(f"  Held to: {', '.join(row['references'])}.")
         for repro in row.get("repros", []):
             verdict = "reproduces" if repro["reproduced"] else "does not reproduce alone"
-            lines.append(f"  {repro['column']}: `{Path(repro['path']).name}` {verdict}.")
+            where = repro.get("ran_on", "the matrix's device")
+            lines.append(f"  {repro['column']}: `{Path(repro['path']).name}` {verdict} on {where}.")
         if row.get("repro_note"):
             lines.append(f"  {row['repro_note']}")
     return "\n".join(lines) + "\n"

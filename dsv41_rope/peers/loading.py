@@ -21,13 +21,14 @@ from pathlib import Path
 
 __all__ = [
     "PEER_WHEELS_VARIABLE",
-    "Pin",
     "PeerVersionWarning",
+    "Pin",
     "import_installed",
     "load_distribution_file",
     "load_file",
     "load_sdist_member",
     "missing",
+    "sdist_archive",
 ]
 
 # The folder tools/fetch_peer_wheels.sh downloads into; an adapter that reads an archive (not an installed
@@ -119,6 +120,13 @@ def load_distribution_file(pin: Pin, relative_path: str, alias: str) -> types.Mo
     return load_file(path, alias)
 
 
+def sdist_archive(pin: Pin) -> Path | None:
+    """``$DSV41_PEER_WHEELS/<distribution>-<version>.tar.gz`` (the name with underscores), None where it is not."""
+    folder = os.environ.get(PEER_WHEELS_VARIABLE, "")
+    archive = Path(folder) / f"{pin.distribution.replace('-', '_')}-{pin.version}.tar.gz"
+    return archive if folder and archive.is_file() else None
+
+
 def load_sdist_member(pin: Pin, member: str, sha256: str, alias: str) -> types.ModuleType:
     """Loads one Python file straight out of ``pin``'s source archive, which is never built or installed.
 
@@ -130,10 +138,10 @@ def load_sdist_member(pin: Pin, member: str, sha256: str, alias: str) -> types.M
         ModuleNotFoundError: the variable is unset or the archive is not in its folder.
         ImportError: the archive has no such member, or the member's SHA-256 is not the pinned one.
     """
-    folder = os.environ.get(PEER_WHEELS_VARIABLE, "")
-    archive = Path(folder) / f"{pin.distribution.replace('-', '_')}-{pin.version}.tar.gz"
-    if not folder or not archive.is_file():
-        raise missing(pin, member, f"its source archive, looked for at ${PEER_WHEELS_VARIABLE}/{archive.name}")
+    archive = sdist_archive(pin)
+    if archive is None:
+        name = f"{pin.distribution.replace('-', '_')}-{pin.version}.tar.gz"
+        raise missing(pin, member, f"its source archive, looked for at ${PEER_WHEELS_VARIABLE}/{name}")
     with tarfile.open(archive) as opened:
         try:
             source = opened.extractfile(member)

@@ -36,6 +36,7 @@ __all__ = [
     "judge",
     "main",
     "passing_counts",
+    "read_junit",
     "slice_args",
 ]
 
@@ -174,7 +175,7 @@ def judge(
             output, _ = process.communicate()
         output = _text(output) + f"\n(interrupted after {timeout:g} s)"
         status = TIMED_OUT
-    tests, failures = _read_junit(junit) if junit.is_file() else ({}, {})
+    tests, failures = read_junit(junit) if junit.is_file() else ({}, {})
     return Outcome(implementation, status, tests, failures, _text(output))
 
 
@@ -182,7 +183,9 @@ def _text(output: str | bytes | None) -> str:
     return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
-def _read_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+def read_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """Each test's node id (``classname::name``) and outcome, and each failed test's first failure line, from a junit
+    XML pytest wrote."""
     tests: dict[str, str] = {}
     failures: dict[str, str] = {}
     for case in ElementTree.parse(path).getroot().iter("testcase"):

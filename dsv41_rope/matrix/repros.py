@@ -80,6 +80,7 @@ def reproduction(title: str, call: str, values: Any, angles: Any, inverse: bool,
     # Eager's bits and the truth first: a peer may rotate its input in place (as Liger's does a contiguous block).
     rotated, conj = ("upstream", ".conj()") if backward else ("values.detach()", "")
     bits = f"torch.{_INTEGER[str(values.dtype).removeprefix('torch.')]}"
+    mask = hex((1 << (8 * values.element_size())) - 1)  # the bit pattern, not the signed integer's value
     lines = [
         f'"""{title}"""\n',
         "import torch\n",
@@ -101,8 +102,8 @@ def reproduction(title: str, call: str, values: Any, angles: Any, inverse: bool,
         f"got, differ = got.detach(), (got.detach().view({bits}) != expected.view({bits})).nonzero().tolist()\n",
         'print(f"{len(differ)} of {got.numel()} elements differ from eager on {device}")\n',
         "for i in map(tuple, differ[:3]):\n",
-        f'    print(i, f"got {{got[i].item()!r}} ({{got.view({bits})[i].item():#x}}) expected {{expected[i].item()!r}} '
-        f'({{expected.view({bits})[i].item():#x}}) truth {{truth[i].item()!r}}")\n',
+        f'    print(i, f"got {{got[i].item()!r}} ({{got.view({bits})[i].item() & {mask}:#x}}) expected '
+        f'{{expected[i].item()!r}} ({{expected.view({bits})[i].item() & {mask}:#x}}) truth {{truth[i].item()!r}}")\n',
     ]
     return "".join(lines)
 

@@ -14,7 +14,18 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["BIT_COLUMNS", "COLUMNS", "ERROR_COLUMNS", "Column", "TestName", "cells", "parse_test", "worst_normwise"]
+__all__ = [
+    "BIT_COLUMNS",
+    "COLUMNS",
+    "ERROR_COLUMNS",
+    "Column",
+    "TestName",
+    "cells",
+    "column_outcomes",
+    "parse_test",
+    "whats_of",
+    "worst_normwise",
+]
 
 # The tests of each property (forward and inverse bits, backward, copied channels, generated layouts, bad input).
 _FORWARD = ("test_fused_equals_oracle", "test_fused_equals_torch_eager", "test_forward_matches_its_reference")
@@ -86,6 +97,28 @@ COLUMNS = BIT_COLUMNS
 ERROR_COLUMNS = ("bf16", "fp16", "fp32")
 
 
+def column_outcomes(
+    column: Column, tests: Mapping[str, str], whats: Mapping[TestName, str]
+) -> tuple[list[str], list[str]]:
+    """The node ids of the tests a column counts that ran (not skipped), and of those that failed it, in the run's
+    order: every failed or erroring test it counts, or, for a column with ``failed_by``, those whose failure (the
+    report's ``what``, by test) says that."""
+    ran, failed = [], []
+    for nodeid, outcome in tests.items():
+        test = parse_test(nodeid)
+        if not column.counts(test) or outcome == "skipped":
+            continue
+        ran.append(nodeid)
+        if outcome in ("failed", "error") and (column.failed_by is None or column.failed_by in whats.get(test, "")):
+            failed.append(nodeid)
+    return ran, failed
+
+
+def whats_of(failures: Mapping[str, Mapping[str, Any]]) -> dict[TestName, str]:
+    """What failed each failed test, by test, from the report's ``failed_tests``."""
+    return {parse_test(nodeid): entry.get("what", "") for nodeid, entry in failures.items()}
+
+
 def cells(tests: Mapping[str, str], failures: Mapping[str, Mapping[str, Any]], *, has_backward: bool) -> dict[str, str]:
     """Each bit column's cell for one peer's run.
 
@@ -94,20 +127,10 @@ def cells(tests: Mapping[str, str], failures: Mapping[str, Mapping[str, Any]], *
         failures: the report's ``failed_tests``, node id (the report's, a path) to ``{"what", "message"}``.
         has_backward: whether the peer has a backward.
     """
-    what_by_test = {parse_test(nodeid): entry.get("what", "") for nodeid, entry in failures.items()}
+    whats = whats_of(failures)
     result = {}
     for column in BIT_COLUMNS:
-        if column.backward and not has_backward:
-            result[column.title] = "n/a"
-            continue
-        counted = [(parse_test(nodeid), outcome) for nodeid, outcome in tests.items()]
-        ran = [(test, outcome) for test, outcome in counted if column.counts(test) and outcome != "skipped"]
-        failed = [
-            test
-            for test, outcome in ran
-            if outcome in ("failed", "error")
-            and (column.failed_by is None or column.failed_by in what_by_test.get(test, ""))
-        ]
+        ran, failed = column_outcomes(column, tests, whats) if has_backward or not column.backward else ([], [])
         if not ran:
             result[column.title] = "n/a"
         else:

@@ -160,18 +160,14 @@ def _failed_by_column(
     """Per failing column, its failed tests in the suite's order: node id and failure line (the report's line, which
     is whole, where it has one); none for the backward of a peer without one (its column is n/a)."""
     lines = {columns.parse_test(nodeid): entry.get("message", "") for nodeid, entry in failures.items()}
-    whats = {columns.parse_test(nodeid): entry.get("what", "") for nodeid, entry in failures.items()}
+    whats = columns.whats_of(failures)
     found: dict[str, list[list[str]]] = {}
     for column in columns.BIT_COLUMNS:
         if column.backward and not has_backward:
             continue
-        for nodeid, outcome in tests.items():
-            test = columns.parse_test(nodeid)
-            if outcome not in ("failed", "error") or not column.counts(test):
-                continue
-            if column.failed_by and column.failed_by not in whats.get(test, ""):
-                continue
-            found.setdefault(column.title, []).append([nodeid, lines.get(test) or junit_failures.get(nodeid, "")])
+        for nodeid in columns.column_outcomes(column, tests, whats)[1]:
+            line = lines.get(columns.parse_test(nodeid)) or junit_failures.get(nodeid, "")
+            found.setdefault(column.title, []).append([nodeid, line])
     return found
 
 

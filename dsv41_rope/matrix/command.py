@@ -269,10 +269,9 @@ def selection_text(smoke: bool) -> str:
 
 def _speed(peers: Sequence[Peer], out: Path, budget: float) -> dict[str, Any]:
     """The peers' speed side by side in one process (``python -m dsv41_rope.matrix.speed``), or why not."""
-    # A peer that can write out of bounds goes last: a CUDA context it corrupts would fail every later cell.
+    # A peer that writes out of bounds goes last: a CUDA context it corrupts would fail every later cell.
     measured = sorted(
-        (peer for peer in peers if peer is not PROJECT_PEER),
-        key=lambda peer: "overwrites" in peer.notes or "out of" in peer.notes or "past the tensor" in peer.notes,
+        (peer for peer in peers if peer is not PROJECT_PEER), key=lambda peer: peer.writes_past_the_tensor
     )
     names = ",".join(peer.name for peer in measured)
     path = out / "speed.json"

@@ -45,6 +45,8 @@ class Peer:
         needs: other distributions the peer's import chain needs, installed beside it.
         unavailable: why the peer cannot run on the GPU runner (one line), None where it can.
         notes: what a judge should know before reading its results.
+        writes_past_the_tensor: it writes memory outside its tensors (a CUDA context it corrupts fails every later
+            call of the process, so a process that runs several peers runs it last).
     """
 
     name: str
@@ -58,6 +60,7 @@ class Peer:
     needs: tuple[str, ...] = ()
     unavailable: str | None = None
     notes: str = ""
+    writes_past_the_tensor: bool = False
 
     @property
     def pin(self) -> str | None:
@@ -156,6 +159,7 @@ PEERS: tuple[Peer, ...] = (
         notes=_SGLANG_NOTES + " For a rotary width that is not a power of two it overwrites the next row's leading "
         "channels (sglang#35096); the last row's tile runs past the tensor and the table (into the adapter's spare "
         "tails). With zero pairs it loads through the empty slice's null pointer: the process (or CUDA context) dies.",
+        writes_past_the_tensor=True,
     ),
     Peer(
         "vllm-dsv4",
